@@ -1,0 +1,89 @@
+"""jaxmb: dynamics of planar multibody models of the human body, in JAX.
+
+Core functions take one sample and are pure: compose ``jax.jit``, ``jax.vmap`` and
+``jax.grad`` freely. Importing jaxmb changes no global JAX setting (enable float64
+yourself with ``jax.config.update("jax_enable_x64", True)``).
+"""
+
+from .dynamics import (
+    applied_wrenches,
+    bias_forces,
+    coriolis_matrix,
+    external_forces,
+    forward_dynamics,
+    gravity_forces,
+    inverse_dynamics,
+    joint_moments,
+    kinetic_energy,
+    mass_matrix,
+    point_load,
+    potential_energy,
+    total_energy,
+)
+from .kinematics import (
+    com_positions,
+    constraint_jacobian,
+    coordinates_to,
+    distal_positions,
+    forces_to,
+    joint_positions,
+    point_acceleration,
+    point_jacobian,
+    point_position,
+    point_velocity,
+    pose,
+    pose_acceleration,
+    pose_jacobian,
+    pose_velocity,
+    segment_angles,
+    whole_body_com,
+)
+from .model import Model, chain, tree
+from .reactions import joint_reactions
+from .recursive import rnea, rnea_full
+from .simulate import Trajectory, simulate
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "Model",
+    "chain",
+    "tree",
+    # kinematics
+    "pose",
+    "segment_angles",
+    "joint_positions",
+    "distal_positions",
+    "com_positions",
+    "whole_body_com",
+    "point_position",
+    "point_velocity",
+    "point_acceleration",
+    "point_jacobian",
+    "pose_jacobian",
+    "constraint_jacobian",
+    "pose_velocity",
+    "pose_acceleration",
+    "coordinates_to",
+    "forces_to",
+    # dynamics
+    "mass_matrix",
+    "bias_forces",
+    "gravity_forces",
+    "external_forces",
+    "applied_wrenches",
+    "inverse_dynamics",
+    "forward_dynamics",
+    "joint_moments",
+    "joint_reactions",
+    "coriolis_matrix",
+    "kinetic_energy",
+    "potential_energy",
+    "total_energy",
+    "point_load",
+    "rnea",
+    "rnea_full",
+    # simulation
+    "simulate",
+    "Trajectory",
+]

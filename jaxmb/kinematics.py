@@ -1,0 +1,332 @@
+"""Kinematics of planar trees: the pose map and everything derived from it.
+
+The pose map ``p = g(q, z)`` returns, for every segment, the x, y of its centre of
+mass and its absolute angle, as functions of the generalized coordinates ``q`` and
+of the open-constraint coordinates ``z`` (the prohibited relative translations at
+every joint, one world-frame (x, y) pair per segment, always evaluated at z = 0;
+Blajer & Czaplicki 2005). Velocities, accelerations and Jacobians come from JAX's
+forward-mode derivatives of ``g``:
+
+    D = dg/dq,   E = dg/dz,   pdot = D qd,   pddot = D qdd + gamma,   gamma = Ddot qd.
+"""
+
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from .model import Model, Segment, ancestor_matrix
+
+__all__ = [
+    "pose",
+    "segment_angles",
+    "joint_positions",
+    "distal_positions",
+    "com_positions",
+    "point_position",
+    "point_velocity",
+    "point_acceleration",
+    "point_jacobian",
+    "whole_body_com",
+    "pose_jacobian",
+    "constraint_jacobian",
+    "pose_velocity",
+    "pose_acceleration",
+    "coordinates_to",
+    "forces_to",
+]
+
+
+# ------------------------------------------------------------------- checking
+
+
+def _float_dtype(*xs):
+    """The floating dtype of the inputs (float32 stays float32; ints become float)."""
+    dt = jnp.result_type(*xs)
+    if not jnp.issubdtype(dt, jnp.floating):
+        dt = jnp.result_type(float)
+    return dt
+
+
+def check_vector(model: Model, x, name: str, size: int | None = None):
+    """Return ``x`` as an array of shape (size,), raising ValueError otherwise."""
+    size = model.dof if size is None else size
+    x = jnp.asarray(x)
+    if x.shape != (size,):
+        extra = " (one sample; use jax.vmap for a batch)" if x.ndim > 1 else ""
+        raise ValueError(
+            f"{name} must have shape ({size},) for this model (dof={model.dof}), "
+            f"got shape {x.shape}{extra}"
+        )
+    return x
+
+
+def check_loads(model: Model, loads, dtype):
+    """Loads as a (segments, 3) array of dtype, or zeros when None."""
+    n = model.segments
+    if loads is None:
+        return jnp.zeros((n, 3), dtype)
+    loads = jnp.asarray(loads)
+    if loads.shape != (n, 3):
+        raise ValueError(
+            f"loads must have shape ({n}, 3): one world-frame wrench (Fx, Fy, Mz) per segment "
+            f"at its centre of mass, got shape {loads.shape}"
+        )
+    return loads.astype(dtype)
+
+
+def prepare(model: Model, *xs):
+    """Common dtype of the inputs; the model cast to it."""
+    dtype = _float_dtype(*xs)
+    return model.astype(dtype), dtype
+
+
+# ------------------------------------------------------------------- pose map
+
+
+def _rot(theta, v):
+    """Rotate local 2-vectors v (..., 2) by angles theta (...)."""
+    c, s = jnp.cos(theta), jnp.sin(theta)
+    return jnp.stack([c * v[..., 0] - s * v[..., 1], s * v[..., 0] + c * v[..., 1]], axis=-1)
+
+
+def _split(model: Model, q):
+    """Base position (2,) and the angle coordinates (segments,)."""
+    if model.base == "floating":
+        return q[:2], q[2:]
+    return model.origin, q
+
+
+def _angles(model: Model, qa):
+    if model.coordinates == "absolute":
+        return qa
+    A = ancestor_matrix(model.parent)
+    return jnp.asarray(A, qa.dtype) @ qa
+
+
+def _frames(model: Model, q, z=None):
+    """Absolute angles (n,) and proximal joint points (n, 2).
+
+    P_i = P_parent(i) + attach_i u(theta_parent(i)) + z_i, with the root at the base;
+    in matrix form P = base + A @ (edge vectors + z), A the ancestor matrix.
+    """
+    base, qa = _split(model, q)
+    theta = _angles(model, qa)
+    parent = np.asarray(model.parent)
+    par = np.where(parent < 0, 0, parent)
+    is_child = jnp.asarray(parent >= 0, q.dtype)
+    theta_p = theta[par]
+    edge = (is_child * model.attach)[:, None] * jnp.stack([jnp.cos(theta_p), jnp.sin(theta_p)], -1)
+    if z is not None:
+        edge = edge + z
+    A = jnp.asarray(ancestor_matrix(model.parent), q.dtype)
+    P = base[None, :] + A @ edge
+    return theta, P
+
+
+def pose(model: Model, q, z=None):
+    """The pose map g(q, z): centre of mass and angle of every segment.
+
+    Args:
+      model: the model.
+      q: (dof,) generalized coordinates (m, rad).
+      z: optional (segments, 2) open-constraint coordinates, m: a world-frame
+        translation of the joint of each segment (and so of its whole subtree);
+        zero in any admissible motion. Only derivatives with respect to z are used.
+
+    Returns:
+      (segments, 3) array of (x_com, y_com, theta) per segment (m, m, rad).
+    """
+    theta, P = _frames(model, q, z)
+    c = P + _rot(theta, model.com)
+    return jnp.concatenate([c, theta[:, None]], axis=1)
+
+
+def _check(model, q, name="q"):
+    q = check_vector(model, q, name)
+    model, dtype = prepare(model, q)
+    return model, q.astype(dtype)
+
+
+def segment_angles(model: Model, q):
+    """Absolute segment angles theta (segments,), rad, counter-clockwise from +x."""
+    model, q = _check(model, q)
+    return _angles(model, _split(model, q)[1])
+
+
+def joint_positions(model: Model, q):
+    """Proximal joint points P (segments, 2), m."""
+    model, q = _check(model, q)
+    return _frames(model, q)[1]
+
+
+def distal_positions(model: Model, q):
+    """Distal end points P + L u(theta) (segments, 2), m."""
+    model, q = _check(model, q)
+    theta, P = _frames(model, q)
+    return P + model.length[:, None] * jnp.stack([jnp.cos(theta), jnp.sin(theta)], -1)
+
+
+def com_positions(model: Model, q):
+    """Centres of mass (segments, 2), m."""
+    model, q = _check(model, q)
+    return pose(model, q)[:, :2]
+
+
+def whole_body_com(model: Model, q):
+    """Whole-body centre of mass (2,), m."""
+    model, q = _check(model, q)
+    c = pose(model, q)[:, :2]
+    return (model.mass[:, None] * c).sum(0) / model.mass.sum()
+
+
+def _point_fn(model: Model, segment: Segment, point):
+    i = model.index(segment)
+    point = jnp.asarray(point)
+    if point.shape != (2,):
+        raise ValueError(f"point must have shape (2,) (along, across in segment {i}'s frame), got {point.shape}")
+
+    def f(q):
+        theta, P = _frames(model, q)
+        return P[i] + _rot(theta[i], point.astype(q.dtype))
+
+    return f
+
+
+def point_position(model: Model, q, segment: Segment, point=(0.0, 0.0)):
+    """World position (2,) of a point fixed on a segment.
+
+    Args:
+      model: the model.
+      q: (dof,) generalized coordinates.
+      segment: index or name.
+      point: (2,) local coordinates (along the axis, across it) from the proximal
+        joint, m. E.g. ``(L, 0)`` is the distal end.
+    """
+    model, q = _check(model, q)
+    return _point_fn(model, segment, point)(q)
+
+
+def point_jacobian(model: Model, q, segment: Segment, point=(0.0, 0.0)):
+    """Jacobian (2, dof) of a point fixed on a segment: v = J qd."""
+    model, q = _check(model, q)
+    return jax.jacfwd(_point_fn(model, segment, point))(q)
+
+
+def point_velocity(model: Model, q, qd, segment: Segment, point=(0.0, 0.0)):
+    """World velocity (2,) of a point fixed on a segment, m/s."""
+    model, q = _check(model, q)
+    qd = check_vector(model, qd, "qd").astype(q.dtype)
+    return jax.jvp(_point_fn(model, segment, point), (q,), (qd,))[1]
+
+
+def point_acceleration(model: Model, q, qd, qdd, segment: Segment, point=(0.0, 0.0)):
+    """World acceleration (2,) of a point fixed on a segment: J qdd + Jdot qd, m/s^2."""
+    model, q = _check(model, q)
+    qd = check_vector(model, qd, "qd").astype(q.dtype)
+    qdd = check_vector(model, qdd, "qdd").astype(q.dtype)
+    f = _point_fn(model, segment, point)
+    vel = lambda q_: jax.jvp(f, (q_,), (qd,))[1]  # noqa: E731
+    return jax.jvp(f, (q,), (qdd,))[1] + jax.jvp(vel, (q,), (qd,))[1]
+
+
+def pose_jacobian(model: Model, q):
+    """D = dg/dq (segments, 3, dof): Jacobian of every segment's (x_com, y_com, theta)."""
+    model, q = _check(model, q)
+    return jax.jacfwd(lambda q_: pose(model, q_))(q)
+
+
+def constraint_jacobian(model: Model, q):
+    """E = dg/dz at z = 0, (segments, 3, segments, 2): the prohibited directions.
+
+    ``E[i, :, j, :]`` is the change of segment i's pose per unit world-frame
+    translation of joint j; it is the identity on (x, y) for every i in the subtree
+    of j. Blajer & Czaplicki (2005) show that E is a pseudo-inverse of the
+    constraint matrix, which gives the reactions without inverting a matrix.
+    """
+    model, q = _check(model, q)
+    z0 = jnp.zeros((model.segments, 2), q.dtype)
+    return jax.jacfwd(lambda z: pose(model, q, z))(z0)
+
+
+def pose_velocity(model: Model, q, qd):
+    """pdot = D qd (segments, 3): centre-of-mass velocities and angular velocities."""
+    model, q = _check(model, q)
+    qd = check_vector(model, qd, "qd").astype(q.dtype)
+    return jax.jvp(lambda q_: pose(model, q_), (q,), (qd,))[1]
+
+
+def _pose_acc(model: Model, q, qd, qdd):
+    """pddot = D qdd + gamma, gamma = Ddot qd (a second directional derivative)."""
+    g = lambda q_: pose(model, q_)  # noqa: E731
+    vel = lambda q_: jax.jvp(g, (q_,), (qd,))[1]  # noqa: E731
+    return jax.jvp(g, (q,), (qdd,))[1] + jax.jvp(vel, (q,), (qd,))[1]
+
+
+def pose_acceleration(model: Model, q, qd, qdd):
+    """pddot = D qdd + gamma (segments, 3): centre-of-mass and angular accelerations."""
+    model, q = _check(model, q)
+    qd = check_vector(model, qd, "qd").astype(q.dtype)
+    qdd = check_vector(model, qdd, "qdd").astype(q.dtype)
+    return _pose_acc(model, q, qd, qdd)
+
+
+# ------------------------------------------------------- coordinate conversion
+
+
+def coordinates_to(model: Model, x, kind: str):
+    """Convert q, qd or qdd between relative and absolute angle coordinates.
+
+    The map is linear, theta = A q_relative with A the ancestor matrix, so the same
+    function converts positions, velocities and accelerations. Base translations of
+    a floating base are unchanged.
+
+    Args:
+      model: the model whose ``coordinates`` describe ``x``.
+      x: (dof,) coordinates, velocities or accelerations in ``model.coordinates``.
+      kind: "relative" or "absolute", the kind to convert to.
+
+    Returns:
+      (dof,) the same quantity in ``kind`` coordinates (use
+      ``model.replace(coordinates=kind)`` for the matching model).
+    """
+    x = check_vector(model, x, "x")
+    if kind not in ("relative", "absolute"):
+        raise ValueError(f"kind must be 'relative' or 'absolute', got {kind!r}")
+    if kind == model.coordinates:
+        return x
+    dtype = _float_dtype(x)
+    x = x.astype(dtype)
+    A = jnp.asarray(ancestor_matrix(model.parent), dtype)
+    nb = model.nbase
+    xa = x[nb:]
+    ya = A @ xa if kind == "absolute" else jnp.linalg.solve(A, xa)
+    return jnp.concatenate([x[:nb], ya])
+
+
+def forces_to(model: Model, Q, kind: str):
+    """Convert generalized forces between relative and absolute angle coordinates.
+
+    Power is invariant, Q_rel . qd_rel = Q_abs . qd_abs, so with theta = A q_rel:
+    Q_relative = A^T Q_absolute (a joint moment is the sum of the absolute-coordinate
+    forces of its subtree) and Q_absolute = A^-T Q_relative (tau_i minus the
+    moments of i's children).
+
+    Args:
+      model: the model whose ``coordinates`` describe ``Q``.
+      Q: (dof,) generalized forces (N for base translations, N m for angles).
+      kind: "relative" or "absolute", the kind to convert to.
+    """
+    Q = check_vector(model, Q, "Q")
+    if kind not in ("relative", "absolute"):
+        raise ValueError(f"kind must be 'relative' or 'absolute', got {kind!r}")
+    if kind == model.coordinates:
+        return Q
+    dtype = _float_dtype(Q)
+    Q = Q.astype(dtype)
+    A = jnp.asarray(ancestor_matrix(model.parent), dtype)
+    nb = model.nbase
+    Qa = Q[nb:]
+    Ra = A.T @ Qa if kind == "relative" else jnp.linalg.solve(A.T, Qa)
+    return jnp.concatenate([Q[:nb], Ra])

@@ -1,0 +1,366 @@
+"""Planar multibody models: a kinematic tree of rigid segments joined by hinges.
+
+A :class:`Model` is an immutable pytree. Physical parameters (lengths, centres of
+mass, masses, inertias, attachment distances, base origin, gravity) are array
+leaves, so they are traced under ``jit`` and differentiable under ``grad``; the
+topology (parents, names, kind of base and of coordinates) is static metadata, so
+changing a mass never recompiles a jitted function.
+
+Conventions (SI units, see the README): x forward, y up, gravity along -y. Segment
+``i`` has its proximal joint point ``P_i``, an axis at absolute angle ``theta_i``
+(counter-clockwise from +x), length ``L_i``, and its centre of mass at the local
+point ``com_i = (along, across)`` from ``P_i`` (``across`` is along the axis rotated
+by +90 degrees). A child is attached at ``attach_i`` along its parent's axis.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+from typing import Sequence, Union
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+__all__ = ["Model", "chain", "tree"]
+
+BASES = ("fixed", "floating")
+COORDINATES = ("relative", "absolute")
+
+Segment = Union[int, str]
+
+
+@functools.partial(
+    jax.tree_util.register_dataclass,
+    data_fields=["length", "com", "mass", "inertia", "attach", "origin", "gravity"],
+    meta_fields=["parent", "names", "base", "coordinates"],
+)
+@dataclasses.dataclass(frozen=True)
+class Model:
+    """A planar kinematic tree of rigid segments.
+
+    Attributes:
+      length: (segments,) segment lengths, m.
+      com: (segments, 2) centre of mass in segment coordinates (along the axis,
+        across it) from the proximal joint, m.
+      mass: (segments,) masses, kg.
+      inertia: (segments,) moments of inertia about the centre of mass, kg m^2.
+      attach: (segments,) distance along the parent's axis of the joint point, m
+        (unused for the root).
+      origin: (2,) world position of the root's proximal joint for a fixed base, m
+        (unused for a floating base, whose position is in q).
+      gravity: () gravitational acceleration, m/s^2, acting along -y.
+      parent: static tuple, parent index of each segment, -1 for the root.
+      names: static tuple of segment names.
+      base: static, "fixed" or "floating".
+      coordinates: static, "relative" (joint angles) or "absolute" (segment angles).
+    """
+
+    length: jax.Array
+    com: jax.Array
+    mass: jax.Array
+    inertia: jax.Array
+    attach: jax.Array
+    origin: jax.Array
+    gravity: jax.Array
+    parent: tuple = ()
+    names: tuple = ()
+    base: str = "fixed"
+    coordinates: str = "relative"
+
+    # ------------------------------------------------------------------ sizes
+    @property
+    def segments(self) -> int:
+        """Number of segments."""
+        return len(self.parent)
+
+    @property
+    def dof(self) -> int:
+        """Number of generalized coordinates (segments, plus 2 for a floating base)."""
+        return len(self.parent) + self.nbase
+
+    @property
+    def nbase(self) -> int:
+        """Number of base translation coordinates at the start of q (0 or 2)."""
+        return 2 if self.base == "floating" else 0
+
+    @property
+    def children(self) -> tuple:
+        """Tuple of tuples: the children of each segment, in index order."""
+        return _children(self.parent)
+
+    def index(self, segment: Segment) -> int:
+        """The index of a segment given by index or by name.
+
+        Raises:
+          ValueError: for an unknown name or an index out of range.
+        """
+        if isinstance(segment, str):
+            if segment not in self.names:
+                raise ValueError(
+                    f"unknown segment name {segment!r}; the model's segments are {list(self.names)}"
+                )
+            return self.names.index(segment)
+        if isinstance(segment, (int, np.integer)) and not isinstance(segment, bool):
+            i = int(segment)
+            if -self.segments <= i < self.segments:
+                return i % self.segments
+            raise ValueError(
+                f"segment index {i} out of range for a model with {self.segments} segments"
+            )
+        raise ValueError(f"a segment is given by an int index or a str name, got {segment!r}")
+
+    def replace(self, **changes) -> "Model":
+        """A copy with some fields changed, validated like a new model.
+
+        Parameters are converted like in :func:`tree`; changing ``coordinates`` only
+        changes how q is read (use :func:`jaxmb.coordinates_to` to convert q).
+        """
+        fields = {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
+        unknown = set(changes) - set(fields)
+        if unknown:
+            raise ValueError(f"Model has no field(s) {sorted(unknown)}; fields are {sorted(fields)}")
+        fields.update(changes)
+        if _is_concrete(fields):
+            return _build(**fields)
+        # inside a transformation (e.g. grad with respect to a parameter): no checks
+        return Model(**fields)
+
+    def astype(self, dtype) -> "Model":
+        """The same model with every parameter cast to ``dtype``."""
+        return jax.tree_util.tree_map(lambda x: jnp.asarray(x, dtype), self)
+
+    def __repr__(self) -> str:  # compact: topology, not arrays
+        return (
+            f"Model(segments={self.segments}, dof={self.dof}, base={self.base!r}, "
+            f"coordinates={self.coordinates!r}, names={list(self.names)}, parent={list(self.parent)})"
+        )
+
+
+def _is_concrete(fields) -> bool:
+    leaves = jax.tree_util.tree_leaves(
+        [fields[k] for k in ("length", "com", "mass", "inertia", "attach", "origin", "gravity")]
+    )
+    return not any(isinstance(x, jax.core.Tracer) for x in leaves)
+
+
+@functools.lru_cache(maxsize=None)
+def _children(parent: tuple) -> tuple:
+    kids = [[] for _ in parent]
+    for i, p in enumerate(parent):
+        if p >= 0:
+            kids[p].append(i)
+    return tuple(tuple(k) for k in kids)
+
+
+@functools.lru_cache(maxsize=None)
+def ancestor_matrix(parent: tuple) -> np.ndarray:
+    """A[i, k] = 1 where segment k is segment i or one of its ancestors.
+
+    For relative coordinates the absolute angles are ``theta = A @ q_angles``; the
+    generalized forces convert as ``Q_relative = A.T @ Q_absolute``. The transpose
+    is the subtree matrix: ``A.T[k, i] = 1`` where i is in the subtree of k.
+    """
+    n = len(parent)
+    A = np.zeros((n, n))
+    for i in range(n):
+        k = i
+        while k >= 0:
+            A[i, k] = 1.0
+            k = parent[k]
+    A.flags.writeable = False
+    return A
+
+
+# --------------------------------------------------------------------- building
+
+
+def _vector(name, value, n, names, *, allow_scalar=True):
+    arr = np.asarray(value, dtype=float) if not _is_traced(value) else value
+    if _is_traced(arr):
+        return arr
+    if arr.ndim == 0 and allow_scalar:
+        arr = np.full(n, float(arr))
+    if arr.shape != (n,):
+        raise ValueError(f"{name} must have shape ({n},) (one value per segment), got shape {arr.shape}")
+    bad = ~np.isfinite(arr)
+    if bad.any():
+        i = int(np.argmax(bad))
+        raise ValueError(f"{name} of segment {i} ({names[i]!r}) is not finite: {arr[i]}")
+    return arr
+
+
+def _is_traced(x) -> bool:
+    return isinstance(x, jax.core.Tracer)
+
+
+def _build(length, com, mass, inertia, attach, origin, gravity, parent, names, base, coordinates):
+    """Validate eagerly and assemble a Model (all checks name the field and segment)."""
+    if base not in BASES:
+        raise ValueError(f"base must be one of {BASES}, got {base!r}")
+    if coordinates not in COORDINATES:
+        raise ValueError(f"coordinates must be one of {COORDINATES}, got {coordinates!r}")
+
+    parent = tuple(int(p) for p in np.asarray(parent, dtype=int).reshape(-1))
+    n = len(parent)
+    if n == 0:
+        raise ValueError("a model needs at least one segment (parent is empty)")
+    roots = [i for i, p in enumerate(parent) if p < 0]
+    if len(roots) != 1:
+        raise ValueError(f"parent must contain exactly one root (-1), found {len(roots)} at {roots}")
+    if roots[0] != 0:
+        raise ValueError(f"the root must be segment 0 (parents come before children), found at {roots[0]}")
+    for i, p in enumerate(parent):
+        if p < -1:
+            raise ValueError(f"parent of segment {i} is {p}; use -1 for the root")
+        if i > 0 and p >= i:
+            raise ValueError(
+                f"parent of segment {i} is {p}: parents must come before their children (parent < index)"
+            )
+
+    if names is None:
+        names = tuple(f"segment{i}" for i in range(n))
+    names = tuple(names)
+    if len(names) != n:
+        raise ValueError(f"names must have {n} entries (one per segment), got {len(names)}")
+    for i, nm in enumerate(names):
+        if not isinstance(nm, str) or not nm:
+            raise ValueError(f"name of segment {i} must be a non-empty str, got {nm!r}")
+    seen = {}
+    for i, nm in enumerate(names):
+        if nm in seen:
+            raise ValueError(f"duplicate segment name {nm!r} (segments {seen[nm]} and {i})")
+        seen[nm] = i
+
+    length = _vector("length", length, n, names)
+    mass = _vector("mass", mass, n, names)
+    inertia = _vector("inertia", inertia, n, names)
+    if not _is_traced(length) and (length < 0).any():
+        i = int(np.argmax(length < 0))
+        raise ValueError(f"length of segment {i} ({names[i]!r}) must be >= 0, got {length[i]}")
+    if not _is_traced(mass) and (mass <= 0).any():
+        i = int(np.argmax(mass <= 0))
+        raise ValueError(f"mass of segment {i} ({names[i]!r}) must be > 0, got {mass[i]}")
+    if not _is_traced(inertia) and (inertia <= 0).any():
+        i = int(np.argmax(inertia <= 0))
+        raise ValueError(f"inertia of segment {i} ({names[i]!r}) must be > 0, got {inertia[i]}")
+
+    # centre of mass: scalar (on the axis), (n,) distances along the axis, or (n, 2)
+    if not _is_traced(com):
+        c = np.asarray(com, dtype=float)
+        if c.ndim == 0:
+            c = np.full(n, float(c))
+        if c.shape == (n,):
+            c = np.stack([c, np.zeros(n)], axis=1)
+        if c.shape != (n, 2):
+            raise ValueError(
+                f"com must have shape ({n},) (distances along each axis) or ({n}, 2) "
+                f"(along, across), got shape {c.shape}"
+            )
+        bad = ~np.isfinite(c).all(axis=1)
+        if bad.any():
+            i = int(np.argmax(bad))
+            raise ValueError(f"com of segment {i} ({names[i]!r}) is not finite: {c[i]}")
+        com = c
+
+    if attach is None:
+        # default: the distal end of the parent
+        lp = np.asarray(length)
+        attach = np.array([lp[p] if p >= 0 else 0.0 for p in parent])
+    attach = _vector("attach", attach, n, names)
+
+    if not _is_traced(origin):
+        origin = np.asarray(origin, dtype=float)
+        if origin.shape != (2,):
+            raise ValueError(f"origin must have shape (2,) (x, y of the fixed base), got {origin.shape}")
+        if not np.isfinite(origin).all():
+            raise ValueError(f"origin is not finite: {origin}")
+    if not _is_traced(gravity):
+        gravity = np.asarray(gravity, dtype=float)
+        if gravity.shape != ():
+            raise ValueError(f"gravity must be a scalar (m/s^2, acting along -y), got shape {gravity.shape}")
+        if not np.isfinite(gravity):
+            raise ValueError(f"gravity is not finite: {gravity}")
+
+    arr = lambda x: x if _is_traced(x) else jnp.asarray(x)  # noqa: E731
+    return Model(
+        length=arr(length),
+        com=arr(com),
+        mass=arr(mass),
+        inertia=arr(inertia),
+        attach=arr(attach),
+        origin=arr(origin),
+        gravity=arr(gravity),
+        parent=parent,
+        names=names,
+        base=base,
+        coordinates=coordinates,
+    )
+
+
+def tree(
+    parent: Sequence[int],
+    length,
+    com,
+    mass,
+    inertia,
+    *,
+    attach=None,
+    origin=(0.0, 0.0),
+    gravity: float = 9.81,
+    base: str = "fixed",
+    coordinates: str = "relative",
+    names: Sequence[str] | None = None,
+) -> Model:
+    """A planar kinematic tree.
+
+    Args:
+      parent: (segments,) parent index of each segment; -1 for the root, which must
+        be segment 0; every parent comes before its children.
+      length: (segments,) segment lengths, m (>= 0).
+      com: centre of mass from the proximal joint, m: (segments,) distances along
+        each axis, or (segments, 2) local (along, across) vectors.
+      mass: (segments,) masses, kg (> 0).
+      inertia: (segments,) moments of inertia about the centres of mass, kg m^2 (> 0).
+      attach: (segments,) distance of each joint along its parent's axis, m;
+        default: the parent's distal end (its length). Ignored for the root.
+      origin: (2,) position of the root's proximal joint for a fixed base, m.
+      gravity: gravitational acceleration, m/s^2, acting along -y.
+      base: "fixed" (root hinged to the ground at ``origin``) or "floating" (q starts
+        with the x, y of the root's proximal joint).
+      coordinates: "relative" (joint angles, theta_i = theta_parent + q_i) or
+        "absolute" (segment angles, theta_i = q_i), radians.
+      names: optional unique segment names.
+
+    Returns:
+      A validated :class:`Model`.
+
+    Raises:
+      ValueError: naming the field and the segment of any invalid input.
+    """
+    return _build(length, com, mass, inertia, attach, origin, gravity, parent, names, base, coordinates)
+
+
+def chain(
+    length,
+    com,
+    mass,
+    inertia,
+    *,
+    gravity: float = 9.81,
+    base: str = "fixed",
+    coordinates: str = "relative",
+    names: Sequence[str] | None = None,
+    origin=(0.0, 0.0),
+) -> Model:
+    """A serial chain: each segment attached to the distal end of the previous one.
+
+    Arguments as for :func:`tree`; the number of segments is ``len(length)``.
+    """
+    n = np.asarray(length).reshape(-1).shape[0] if np.ndim(length) else 1
+    parent = tuple(range(-1, n - 1))
+    return tree(
+        parent, length, com, mass, inertia,
+        gravity=gravity, base=base, coordinates=coordinates, names=names, origin=origin,
+    )

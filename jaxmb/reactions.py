@@ -1,0 +1,105 @@
+"""Joint reaction forces by the projection of Blajer & Czaplicki (2005).
+
+Augment the pose map with open-constraint coordinates z, the prohibited relative
+translations at the joints: p = g(q, z), evaluated at z = 0. Then E = dg/dz is a
+pseudo-inverse of the constraint matrix and the joint reactions follow without any
+matrix inversion:
+
+    lambda = E^T (Mp (D qdd + gamma) - h)
+
+This is the force that the parent (or the ground) exerts on the child, world frame,
+as the gait notebook's ``invdyn2d`` returns it; Blajer & Czaplicki's lambda is the
+force of the child on the parent, the same numbers negated. Only the columns of E of
+the requested joints are formed, as the paper does for the lower extremities.
+"""
+
+from __future__ import annotations
+
+from typing import Sequence
+
+import jax
+import jax.numpy as jnp
+
+from .dynamics import _inputs, applied_wrenches
+from .kinematics import _pose_acc, check_loads, pose
+from .model import Model, Segment
+from .recursive import _rnea
+
+__all__ = ["joint_reactions"]
+
+
+def _joint_indices(model: Model, joints):
+    if joints is None:
+        return tuple(range(model.segments))
+    if isinstance(joints, (str, int)):
+        joints = (joints,)
+    idx = tuple(model.index(j) for j in joints)
+    if not idx:
+        raise ValueError("joints is empty: give None for all joints, or a list of indices or names")
+    return idx
+
+
+def joint_reactions(
+    model: Model,
+    q,
+    qd,
+    qdd,
+    loads=None,
+    *,
+    joints: Sequence[Segment] | Segment | None = None,
+    frame: str = "world",
+    method: str = "projection",
+):
+    """Joint reaction forces, (len(joints), 2), N.
+
+    Args:
+      model: the model.
+      q, qd, qdd: (dof,) generalized coordinates, velocities, accelerations.
+      loads: optional (segments, 3) world-frame wrenches (Fx, Fy, Mz) at the centres
+        of mass, e.g. from :func:`jaxmb.point_load`.
+      joints: the joints to compute, by segment index or name (joint i is the
+        proximal joint of segment i); default: all, in segment order.
+      frame: "world" for (Fx, Fy), or "segment" for (axial, shear) in the child
+        segment's frame: axial along the child's axis (positive when the parent
+        pushes the child distally, i.e. compression), shear along the axis rotated
+        by +90 degrees.
+      method: "projection" (lambda = E^T (Mp (D qdd + gamma) - h), the default) or
+        "recursive" (the forces of the Newton-Euler backward pass).
+
+    Returns:
+      The force that the parent (or the ground) exerts on each requested segment at
+      its joint. For a floating base, the root's row is the force the base must
+      supply (zero for a free flight that obeys Newton's law).
+    """
+    model, dtype, (q, qd, qdd) = _inputs(model, q, qd, qdd)
+    loads = check_loads(model, loads, dtype)
+    idx = _joint_indices(model, joints)
+    if frame not in ("world", "segment"):
+        raise ValueError(f"frame must be 'world' or 'segment', got {frame!r}")
+
+    if method == "projection":
+        lam = _reactions_projection(model, q, qd, qdd, loads, idx)
+    elif method == "recursive":
+        lam = _rnea(model, q, qd, qdd, loads)[1][jnp.asarray(idx)]
+    else:
+        raise ValueError(f"method must be 'projection' or 'recursive', got {method!r}")
+
+    if frame == "segment":
+        theta = pose(model, q)[jnp.asarray(idx), 2]
+        c, s = jnp.cos(theta), jnp.sin(theta)
+        lam = jnp.stack([c * lam[:, 0] + s * lam[:, 1], -s * lam[:, 0] + c * lam[:, 1]], 1)
+    return lam
+
+
+def _reactions_projection(model, q, qd, qdd, loads, idx):
+    sel = jnp.asarray(idx)
+
+    def g_z(z_sel):  # pose with open-constraint coordinates at the requested joints only
+        z = jnp.zeros((model.segments, 2), q.dtype).at[sel].set(z_sel)
+        return pose(model, q, z)
+
+    E = jax.jacfwd(g_z)(jnp.zeros((len(idx), 2), q.dtype))  # (n, 3, k, 2)
+    acc = _pose_acc(model, q, qd, qdd)
+    w = jnp.stack([model.mass, model.mass, model.inertia], 1)
+    resid = w * acc - applied_wrenches(model, loads)
+    return jnp.einsum("ipjc,ip->jc", E, resid)
