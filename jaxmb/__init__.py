@@ -18,6 +18,7 @@ from .dynamics import (
     mass_matrix,
     point_load,
     potential_energy,
+    torque_components,
     total_energy,
 )
 from .kinematics import (
@@ -80,6 +81,7 @@ __all__ = [
     "kinetic_energy",
     "potential_energy",
     "total_energy",
+    "torque_components",
     "point_load",
     "rnea",
     "rnea_full",

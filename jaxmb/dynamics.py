@@ -37,6 +37,7 @@ __all__ = [
     "kinetic_energy",
     "potential_energy",
     "total_energy",
+    "torque_components",
     "point_load",
     "applied_wrenches",
 ]
@@ -175,6 +176,28 @@ def joint_moments(model: Model, q, qd, qdd, loads=None):
     model, dtype, (q, qd, qdd) = _inputs(model, q, qd, qdd)
     loads = check_loads(model, loads, dtype)
     return _rnea(model, q, qd, qdd, loads)[2]
+
+
+def torque_components(model: Model, q, qd, qdd, loads=None):
+    """The terms of tau = M qdd + C + G + E, each (dof,), as a dict.
+
+    Keys "inertial" (M qdd), "coriolis" (C), "gravity" (G), "external" (E = -J^T F)
+    and "total" (their sum, the generalized forces). Useful to see which term drives
+    a movement (interaction torques in fast reaching, gravity in slow).
+    """
+    model, dtype, (q, qd, qdd) = _inputs(model, q, qd, qdd)
+    loads = check_loads(model, loads, dtype)
+    nog = dataclasses.replace(model, gravity=jnp.zeros_like(model.gravity))
+    zl = jnp.zeros_like(loads)
+    z = jnp.zeros_like(q)
+    parts = {
+        "inertial": _mass_matrix(model, q) @ qdd,
+        "coriolis": _rnea(nog, q, qd, z, zl)[0],
+        "gravity": _rnea(model, q, z, z, zl)[0],
+        "external": -jax.vjp(lambda q_: pose(model, q_), q)[1](loads)[0],
+    }
+    parts["total"] = parts["inertial"] + parts["coriolis"] + parts["gravity"] + parts["external"]
+    return parts
 
 
 def coriolis_matrix(model: Model, q, qd):

@@ -1,0 +1,130 @@
+"""Command line: ``jaxmb reach`` (the quick-start job) and ``jaxmb bench``.
+
+The command line switches float64 on for its own computations (the library never
+does on import).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+
+__all__ = ["main", "reaching_torques"]
+
+
+def reaching_torques(duration: float = 0.5, *, gravity: float = 9.81, samples: int = 201,
+                     height: float = 1.70, body_mass: float = 70.0, elbow0_deg: float = 10.0):
+    """Joint torques of a minimum-jerk reach with the two-link arm of the notes.
+
+    The hand moves along a straight minimum-jerk path from below the shoulder (upper
+    arm vertical, elbow flexed ``elbow0_deg``; the notes start fully extended, a
+    singular point of the inverse kinematics that they coerce) to the upper arm
+    forward and horizontal with the elbow at 90 degrees. Angles come from the inverse
+    kinematics and their time derivatives from forward-mode autodiff (exact); the
+    torques are decomposed into M qdd, C and G with jit and vmap over time.
+
+    Returns:
+      dict of numpy arrays: t (T,), q, qd, qdd (T, 2) and the torque terms
+      "inertial", "coriolis", "gravity", "total" (T, 2), N m.
+    """
+    import jax
+    import jax.numpy as jnp
+    import numpy as np
+
+    from . import anthropometry, torque_components
+    from .trajectory import minimum_jerk, time_derivatives, two_link_ik
+
+    model = anthropometry.two_link_arm(height=height, body_mass=body_mass, gravity=gravity)
+    L1, L2 = (float(x) for x in model.length)
+    e0 = np.deg2rad(elbow0_deg)
+    # start: q = (-90 deg, elbow0); end: hand at (L1, L2), i.e. q = (0, 90 deg)
+    x0 = np.array([L2 * np.sin(e0), -L1 - L2 * np.cos(e0)])
+    x1 = np.array([L1, L2])
+    t = np.linspace(0.0, duration, samples)
+
+    q_of_t = lambda s: two_link_ik(minimum_jerk(x0, x1, duration, s), L1, L2, elbow="up")  # noqa: E731
+    q, qd, qdd = time_derivatives(q_of_t, jnp.asarray(t))
+    parts = jax.jit(jax.vmap(lambda a, b, c: torque_components(model, a, b, c)))(q, qd, qdd)
+    out = {k: np.asarray(v) for k, v in parts.items() if k != "external"}
+    out.update(t=t, q=np.asarray(q), qd=np.asarray(qd), qdd=np.asarray(qdd))
+    return out
+
+
+def _summary(res):
+    """Peak and RMS of each term, and the fraction of time the dynamic terms exceed gravity."""
+    import numpy as np
+
+    dyn = res["inertial"] + res["coriolis"]
+    rows = {}
+    for j, joint in enumerate(("shoulder", "elbow")):
+        r = {k: {"peak": float(np.max(np.abs(res[k][:, j]))), "rms": float(np.sqrt(np.mean(res[k][:, j] ** 2)))}
+             for k in ("inertial", "coriolis", "gravity", "total")}
+        r["fraction_dynamic_gt_gravity"] = float(np.mean(np.abs(dyn[:, j]) > np.abs(res["gravity"][:, j])))
+        rows[joint] = r
+    return rows
+
+
+def _plot(res, path, title):
+    from .plot import torque_components_figure
+
+    fig = torque_components_figure(res["t"], res, joint_names=("shoulder", "elbow"), title=title)
+    fig.savefig(path, dpi=120)
+
+
+def _cmd_reach(args):
+    import jax
+
+    jax.config.update("jax_enable_x64", True)
+    res = reaching_torques(args.duration, gravity=args.gravity, samples=args.samples)
+    summary = _summary(res)
+    print(f"Two-link arm (Dempster via the notes: 1.70 m, 70 kg), minimum-jerk reach in {args.duration} s, "
+          f"g = {args.gravity} m/s^2")
+    print(f"{'joint':10s}{'term':>10s}{'peak N m':>12s}{'rms N m':>12s}")
+    for joint, r in summary.items():
+        for k in ("inertial", "coriolis", "gravity", "total"):
+            print(f"{joint:10s}{k:>10s}{r[k]['peak']:12.3f}{r[k]['rms']:12.3f}")
+        print(f"{joint:10s} |M qdd + C| > |G| during {100 * r['fraction_dynamic_gt_gravity']:.0f}% of the movement")
+    if args.out:
+        os.makedirs(args.out, exist_ok=True)
+        png = os.path.join(args.out, f"reach_{args.duration:g}s_g{args.gravity:g}.png")
+        _plot(res, png, f"Minimum-jerk reach, {args.duration:g} s, g = {args.gravity:g} m/s$^2$")
+        with open(os.path.join(args.out, f"reach_{args.duration:g}s_g{args.gravity:g}.json"), "w") as f:
+            json.dump(summary, f, indent=1)
+        print(f"figure: {png}")
+    return 0
+
+
+def _cmd_bench(args):
+    try:
+        import benchmarks.__main__ as bench  # the repository's benchmarks/ folder
+    except ImportError:
+        print("jaxmb bench runs the benchmarks/ folder of a source checkout: "
+              "run it from the repository root (python -m benchmarks)", file=sys.stderr)
+        return 2
+    return bench.main(args.rest)
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(prog="jaxmb", description="Planar multibody dynamics in JAX")
+    sub = parser.add_subparsers(dest="command", required=True)
+    p = sub.add_parser("reach", help="joint torques of a minimum-jerk reach of the two-link arm")
+    p.add_argument("--duration", type=float, default=0.5, help="movement time, s (default 0.5)")
+    p.add_argument("--gravity", type=float, default=9.81, help="m/s^2 (0: horizontal plane)")
+    p.add_argument("--samples", type=int, default=201)
+    p.add_argument("--out", default="jaxmb-out", help="folder for the figure and summary ('' for none)")
+    p.set_defaults(func=_cmd_reach)
+    b = sub.add_parser("bench", help="rerun the benchmarks (from a source checkout)")
+    b.add_argument("rest", nargs=argparse.REMAINDER)
+    b.set_defaults(func=_cmd_bench)
+    args = parser.parse_args(argv)
+    if getattr(args, "duration", 1.0) <= 0:
+        parser.error("--duration must be > 0")
+    if getattr(args, "samples", 3) < 3:
+        parser.error("--samples must be >= 3")
+    return args.func(args)
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())
