@@ -39,6 +39,18 @@ from .kinematics import (
     segment_angles,
     whole_body_com,
 )
+from . import anthropometry
+from .anthropometry import (
+    SEVEN_SEGMENT_NAMES,
+    SEVEN_SEGMENT_POINTING,
+    SegmentParameters,
+    from_vertical,
+    segment_parameters,
+    seven_segment_human,
+    three_segment_leg,
+    to_vertical,
+    two_link_arm,
+)
 from .model import Model, chain, tree
 from .reactions import joint_reactions
 from .recursive import rnea, rnea_full
@@ -85,6 +97,17 @@ __all__ = [
     "point_load",
     "rnea",
     "rnea_full",
+    # anthropometry and ready-made models
+    "anthropometry",
+    "SegmentParameters",
+    "segment_parameters",
+    "two_link_arm",
+    "three_segment_leg",
+    "seven_segment_human",
+    "SEVEN_SEGMENT_NAMES",
+    "SEVEN_SEGMENT_POINTING",
+    "from_vertical",
+    "to_vertical",
     # simulation
     "simulate",
     "Trajectory",

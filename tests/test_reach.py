@@ -1,0 +1,93 @@
+"""Minimum-jerk trajectories, two-link inverse kinematics and the `jaxmb reach` job.
+
+References: the closed form of the minimum-jerk profile (peak speed 1.875 D/T at
+mid-movement, zero velocity and acceleration at both ends), forward kinematics for
+the inverse kinematics, finite differences for the exact time derivatives, and the
+qualitative findings of the multibody notes (slow reach: the torques essentially
+compensate gravity; fast reach: the interaction/inertial torques dominate).
+"""
+
+import json
+
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+import jaxmb
+from jaxmb.cli import main, reaching_torques
+from jaxmb.trajectory import minimum_jerk, time_derivatives, two_link_ik
+
+
+def test_minimum_jerk_profile():
+    x0, x1, T = np.array([0.1, -0.6]), np.array([0.3, 0.2]), 0.8
+    t = jnp.linspace(0.0, T, 101)
+    x, v, a = time_derivatives(lambda s: minimum_jerk(x0, x1, T, s), t)
+    np.testing.assert_allclose(x[0], x0, atol=1e-15)
+    np.testing.assert_allclose(x[-1], x1, atol=1e-15)
+    np.testing.assert_allclose(np.asarray(v)[[0, -1]], 0.0, atol=1e-12)
+    np.testing.assert_allclose(np.asarray(a)[[0, -1]], 0.0, atol=1e-10)
+    # peak speed of the 5th-order profile: 15/8 * distance / duration, at t = T/2
+    np.testing.assert_allclose(v[50], 1.875 * (x1 - x0) / T, rtol=1e-12)
+
+
+def test_time_derivatives_match_finite_differences():
+    f = lambda s: jnp.stack([jnp.sin(3 * s), s**3])  # noqa: E731
+    t = jnp.linspace(0.1, 1.0, 7)
+    x, xd, xdd = time_derivatives(f, t)
+    h = 1e-5
+    fd1 = (np.asarray(jnp.stack([f(ti + h) for ti in t])) - np.asarray(jnp.stack([f(ti - h) for ti in t]))) / (2 * h)
+    np.testing.assert_allclose(xd, fd1, rtol=1e-8)
+    np.testing.assert_allclose(xdd[:, 0], -9 * np.sin(3 * np.asarray(t)), rtol=1e-12)
+    np.testing.assert_allclose(xdd[:, 1], 6 * np.asarray(t), rtol=1e-12)
+
+
+@pytest.mark.parametrize("elbow", ["up", "down"])
+def test_two_link_ik_inverts_forward_kinematics(elbow):
+    arm = jaxmb.two_link_arm()
+    L1, L2 = (float(v) for v in arm.length)
+    rng = np.random.default_rng(3)
+    for _ in range(10):
+        r = rng.uniform(abs(L1 - L2) + 0.02, L1 + L2 - 0.02)
+        ang = rng.uniform(-np.pi, np.pi)
+        p = r * np.array([np.cos(ang), np.sin(ang)])
+        q = two_link_ik(p, L1, L2, elbow=elbow)
+        assert (q[1] > 0) == (elbow == "up")
+        hand = jaxmb.point_position(arm, q, 1, (L2, 0.0))
+        np.testing.assert_allclose(hand, p, atol=1e-12)
+
+
+def test_slow_reach_is_gravity_dominated_and_fast_is_not():
+    slow = reaching_torques(4.0, samples=101)
+    fast = reaching_torques(0.5, samples=101)
+    for j in range(2):
+        # slow: the total differs from gravity by under 10 % (RMS), as the notes find
+        err = np.sqrt(np.mean((slow["total"][:, j] - slow["gravity"][:, j]) ** 2))
+        assert err < 0.1 * np.sqrt(np.mean(slow["gravity"][:, j] ** 2))
+        # fast: inertial + interaction terms exceed gravity for most of the movement
+        dyn = fast["inertial"][:, j] + fast["coriolis"][:, j]
+        assert np.mean(np.abs(dyn) > np.abs(fast["gravity"][:, j])) > 0.6
+    # the decomposition sums to the inverse dynamics
+    arm = jaxmb.two_link_arm()
+    k = 37
+    np.testing.assert_allclose(
+        fast["total"][k], jaxmb.inverse_dynamics(arm, fast["q"][k], fast["qd"][k], fast["qdd"][k]), rtol=1e-12
+    )
+    # the path starts and ends at the planned postures
+    np.testing.assert_allclose(fast["q"][-1], [0.0, np.pi / 2], atol=1e-9)
+    np.testing.assert_allclose(fast["q"][0], [-np.pi / 2, np.deg2rad(10)], atol=1e-9)
+
+
+def test_cli_reach_writes_figure_and_summary(tmp_path, capsys):
+    assert main(["reach", "--duration", "0.5", "--samples", "51", "--out", str(tmp_path)]) == 0
+    out = capsys.readouterr().out
+    assert "shoulder" in out and "elbow" in out
+    files = sorted(p.name for p in tmp_path.iterdir())
+    assert files == ["reach_0.5s_g9.81.json", "reach_0.5s_g9.81.png"]
+    summary = json.loads((tmp_path / "reach_0.5s_g9.81.json").read_text())
+    assert summary["elbow"]["gravity"]["peak"] > 0
+
+
+def test_cli_rejects_bad_arguments(tmp_path):
+    with pytest.raises(SystemExit):
+        main(["reach", "--duration", "-1", "--out", str(tmp_path)])
+    assert list(tmp_path.iterdir()) == []
