@@ -41,10 +41,6 @@ from mujoco_models import MujocoTwin, angle_map  # noqa: E402
 # margin for round-off, even for forward dynamics, whose error grows with cond(M),
 # while a modelling mismatch is far larger: moving one centre of mass by 1 um already
 # changes tau by ~2e-8 of its scale (test_a_small_parameter_change_is_detected).
-RTOL = 1e-10 of the quantity's scale (its largest entry, at least 1) leaves a wide
-# margin for round-off, even for forward dynamics, whose error grows with cond(M),
-# while any modelling mismatch (a frame, a sign, a parameter) shows as >= 1e-6; see
-# test_a_small_parameter_change_is_detected.
 RTOL = 1e-10
 
 SEEDS_PER_MODEL = 2  # random states (q, qd, qdd, tau, loads) per model
