@@ -6,12 +6,16 @@ from typing import Callable, NamedTuple
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 
 from .dynamics import _forward
 from .kinematics import check_loads, check_vector, prepare
 from .model import Model
 
 __all__ = ["simulate", "Trajectory"]
+
+# classical Runge-Kutta: stage offsets a_s (of dt) and weights w_s (of dt / 6)
+RK4_STAGES = np.array([[0.0, 1.0], [0.5, 2.0], [0.5, 2.0], [1.0, 1.0]])
 
 
 class Trajectory(NamedTuple):
@@ -118,15 +122,21 @@ def simulate(
             qd = qd + dt * acc(k, t, q, qd)
             q = q + dt * qd
         else:
-            a1 = acc(k, t, q, qd)
-            q2, v2 = q + 0.5 * dt * qd, qd + 0.5 * dt * a1
-            a2 = acc(k, t + 0.5 * dt, q2, v2)
-            q3, v3 = q + 0.5 * dt * v2, qd + 0.5 * dt * a2
-            a3 = acc(k, t + 0.5 * dt, q3, v3)
-            q4, v4 = q + dt * v3, qd + dt * a3
-            a4 = acc(k, t + dt, q4, v4)
-            q = q + dt / 6 * (qd + 2 * v2 + 2 * v3 + v4)
-            qd = qd + dt / 6 * (a1 + 2 * a2 + 2 * a3 + a4)
+            # classical RK4; its Butcher tableau is sub-diagonal, so the four stages run
+            # as a scan (forward dynamics is traced once, not four times):
+            # stage s evaluates at (q + a_s dt kq, qd + a_s dt kv), time t + a_s dt,
+            # and the step adds dt/6 * sum_s w_s (velocity_s, acceleration_s).
+            def stage(carry, coef):
+                (kq, kv), (sq, sv) = carry
+                a_s, w_s = coef[0], coef[1]
+                qs, vs = q + a_s * dt * kq, qd + a_s * dt * kv
+                acc_s = acc(k, t + a_s * dt, qs, vs)
+                return ((vs, acc_s), (sq + w_s * vs, sv + w_s * acc_s)), None
+
+            zero = jnp.zeros_like(q)
+            ((_, _), (sq, sv)), _ = jax.lax.scan(stage, ((zero, zero), (zero, zero)), jnp.asarray(RK4_STAGES, dtype))
+            q = q + dt / 6 * sq
+            qd = qd + dt / 6 * sv
         return (q, qd), (q, qd)
 
     _, (qs, qds) = jax.lax.scan(step, (q0, qd0), jnp.arange(steps))
