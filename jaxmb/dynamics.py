@@ -49,8 +49,17 @@ def _inputs(model: Model, *xs, names=("q", "qd", "qdd", "tau")):
     return model, dtype, [x.astype(dtype) for x in xs]
 
 
-def applied_wrenches(model: Model, loads):
-    """h (segments, 3): gravity plus loads at the centres of mass, world frame."""
+def applied_wrenches(model: Model, loads=None):
+    """h (segments, 3): gravity plus loads at the centres of mass, world frame.
+
+    Args:
+      model: the model.
+      loads: optional (segments, 3) world-frame wrenches (Fx, Fy, Mz), N and N m.
+
+    Returns:
+      (segments, 3) applied wrenches (0, -m g, 0) + loads, in the model's dtype.
+    """
+    loads = check_loads(model, loads, model.mass.dtype)
     grav = jnp.stack([jnp.zeros_like(model.mass), -model.mass * model.gravity, jnp.zeros_like(model.mass)], 1)
     return grav + loads
 

@@ -136,8 +136,23 @@ def pose(model: Model, q, z=None):
         zero in any admissible motion. Only derivatives with respect to z are used.
 
     Returns:
-      (segments, 3) array of (x_com, y_com, theta) per segment (m, m, rad).
+      (segments, 3) array of (x_com, y_com, theta) per segment (m, m, rad), in
+      the floating dtype of q.
+
+    Raises:
+      ValueError: if q is not (dof,) or z not (segments, 2).
     """
+    q = check_vector(model, q, "q")
+    model, dtype = prepare(model, q)
+    q = q.astype(dtype)
+    if z is not None:
+        z = jnp.asarray(z)
+        if z.shape != (model.segments, 2):
+            raise ValueError(
+                f"z must have shape ({model.segments}, 2): one world-frame (x, y) translation "
+                f"per joint, got shape {z.shape}"
+            )
+        z = z.astype(dtype)
     theta, P = _frames(model, q, z)
     c = P + _rot(theta, model.com)
     return jnp.concatenate([c, theta[:, None]], axis=1)

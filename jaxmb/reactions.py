@@ -19,6 +19,7 @@ from typing import Sequence
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 
 from .dynamics import _inputs, applied_wrenches
 from .kinematics import _pose_acc, check_loads, pose
@@ -31,7 +32,7 @@ __all__ = ["joint_reactions"]
 def _joint_indices(model: Model, joints):
     if joints is None:
         return tuple(range(model.segments))
-    if isinstance(joints, (str, int)):
+    if isinstance(joints, (str, int, np.integer)):
         joints = (joints,)
     idx = tuple(model.index(j) for j in joints)
     if not idx:
