@@ -57,8 +57,10 @@ def simulate(
         (e.g. a contact model).
       steps: number of steps; taken from ``tau`` or ``loads`` when they are arrays
         over steps.
-      method: "rk4" (classical Runge-Kutta) or "euler" (semi-implicit, symplectic
-        Euler: qd += dt qdd(q, qd); q += dt qd).
+      method: "rk4" (classical Runge-Kutta, 4th order) or "euler" (semi-implicit
+        Euler: qd += dt qdd(q, qd); q += dt qd; first order. It is symplectic only
+        when M is constant and qdd does not depend on qd, e.g. a single pendulum; for
+        a multibody chain its energy error grows linearly with time and dt.)
 
     Returns:
       :class:`Trajectory` with steps + 1 samples.
