@@ -206,14 +206,15 @@ def _build(length, com, mass, inertia, attach, origin, gravity, parent, names, b
     n = len(parent)
     if n == 0:
         raise ValueError("a model needs at least one segment (parent is empty)")
+    for i, p in enumerate(parent):
+        if p < -1:
+            raise ValueError(f"parent of segment {i} is {p}; use -1 for the root")
     roots = [i for i, p in enumerate(parent) if p < 0]
     if len(roots) != 1:
         raise ValueError(f"parent must contain exactly one root (-1), found {len(roots)} at {roots}")
     if roots[0] != 0:
         raise ValueError(f"the root must be segment 0 (parents come before children), found at {roots[0]}")
     for i, p in enumerate(parent):
-        if p < -1:
-            raise ValueError(f"parent of segment {i} is {p}; use -1 for the root")
         if i > 0 and p >= i:
             raise ValueError(
                 f"parent of segment {i} is {p}: parents must come before their children (parent < index)"
