@@ -1,0 +1,424 @@
+"""Input validation: every bad model or bad argument raises a ValueError that says what.
+
+Construction is eager and checks everything it can, naming the field and the segment;
+the core functions check shapes (statically, so also under jit) and name the expected
+shape; keyword choices (method, frame, kind) reject typos. Importing jaxmb changes no
+global setting. The fixtures are written here so that this file stands alone.
+"""
+
+from __future__ import annotations
+
+import inspect
+import os
+import re
+import subprocess
+import sys
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+import jaxmb as mb
+
+# A valid four-segment tree; its names appear in the messages below.
+NAMES = ("trunk", "arm", "thigh", "shank")
+VALID = dict(
+    parent=(-1, 0, 0, 2),
+    length=[0.50, 0.45, 0.42, 0.40],
+    com=[[0.25, 0.02], [0.20, 0.0], [0.18, -0.01], [0.17, 0.0]],
+    mass=[30.0, 7.0, 5.0, 3.5],
+    inertia=[1.2, 0.10, 0.08, 0.05],
+    attach=[0.0, 0.50, 0.30, 0.42],
+    names=NAMES,
+)
+
+
+def build(**changes):
+    """mb.tree with VALID arguments, some of them changed."""
+    kw = {**VALID, **changes}
+    args = [kw.pop(k) for k in ("parent", "length", "com", "mass", "inertia")]
+    return mb.tree(*args, **kw)
+
+
+def with_entry(field, i, value):
+    """VALID[field] with entry i replaced (row i for com)."""
+    arr = np.array(VALID[field], dtype=float)
+    arr[i] = value
+    return arr
+
+
+def test_the_fixture_is_valid():
+    model = build()
+    assert model.segments == 4 and model.names == NAMES
+
+
+# ------------------------------------------------------------- construction
+
+CONSTRUCTION_CASES = [
+    # wrong array lengths: the field and the expected shape
+    (dict(length=[0.5, 0.45, 0.42]), r"length must have shape \(4,\)"),
+    (dict(com=[[0.25, 0.0]] * 3), r"com must have shape \(4,\) .* or \(4, 2\)"),
+    (dict(com=np.zeros((4, 3))), r"com must have shape \(4,\) .* or \(4, 2\)"),
+    (dict(mass=[30.0, 7.0, 5.0, 3.5, 1.0]), r"mass must have shape \(4,\)"),
+    (dict(inertia=[[1.2, 0.1, 0.08, 0.05]]), r"inertia must have shape \(4,\)"),
+    (dict(attach=[0.0, 0.5]), r"attach must have shape \(4,\)"),
+    # non-finite values: the field, the segment's index and name
+    *[
+        (dict({field: with_entry(field, 2, bad)}), rf"{field} of segment 2 \('thigh'\) is not finite")
+        for field in ("length", "mass", "inertia", "attach")
+        for bad in (np.nan, np.inf, -np.inf)
+    ],
+    (dict(com=with_entry("com", 1, [np.nan, 0.0])), r"com of segment 1 \('arm'\) is not finite"),
+    (dict(com=with_entry("com", 3, [0.1, np.inf])), r"com of segment 3 \('shank'\) is not finite"),
+    (dict(origin=(np.nan, 0.0)), r"origin is not finite"),
+    (dict(gravity=np.inf), r"gravity is not finite"),
+    (dict(gravity=np.nan), r"gravity is not finite"),
+    # physical bounds
+    (dict(mass=with_entry("mass", 3, 0.0)), r"mass of segment 3 \('shank'\) must be > 0"),
+    (dict(mass=with_entry("mass", 1, -2.0)), r"mass of segment 1 \('arm'\) must be > 0"),
+    (dict(inertia=with_entry("inertia", 0, 0.0)), r"inertia of segment 0 \('trunk'\) must be > 0"),
+    (dict(inertia=with_entry("inertia", 2, -0.1)), r"inertia of segment 2 \('thigh'\) must be > 0"),
+    (dict(length=with_entry("length", 1, -0.3)), r"length of segment 1 \('arm'\) must be >= 0"),
+    # topology
+    (dict(parent=(-1, 0, 3, 2)), r"parent of segment 2 is 3: parents must come before their children"),
+    (dict(parent=(-1, 1, 0, 2)), r"parent of segment 1 is 1: parents must come before their children"),
+    (dict(parent=(-1, 0, 9, 2)), r"parent of segment 2 is 9"),
+    (dict(parent=(-1, 0, -1, 2)), r"exactly one root \(-1\), found 2 at \[0, 2\]"),
+    (dict(parent=(0, 0, 1, 2)), r"exactly one root \(-1\), found 0"),
+    (dict(parent=(1, -1, 1, 2)), r"the root must be segment 0 .* found at 1"),
+    (dict(parent=(-1, 0, -2, 2)), r"parent of segment 2 is -2; use -1 for the root"),
+    (dict(parent=(), length=[], com=np.zeros((0, 2)), mass=[], inertia=[], attach=[], names=()),
+     r"at least one segment"),
+    # kinds
+    (dict(base="floting"), r"base must be one of \('fixed', 'floating'\), got 'floting'"),
+    (dict(coordinates="abs"), r"coordinates must be one of \('relative', 'absolute'\), got 'abs'"),
+    # names
+    (dict(names=("trunk", "arm", "arm", "shank")), r"duplicate segment name 'arm' \(segments 1 and 2\)"),
+    (dict(names=("trunk", "arm", "thigh")), r"names must have 4 entries .* got 3"),
+    (dict(names=("trunk", "arm", "thigh", "shank", "foot")), r"names must have 4 entries .* got 5"),
+    (dict(names=("trunk", "", "thigh", "shank")), r"name of segment 1 must be a non-empty str"),
+    (dict(names=("trunk", 7, "thigh", "shank")), r"name of segment 1 must be a non-empty str"),
+    # base origin and gravity
+    (dict(origin=(0.0, 0.0, 0.0)), r"origin must have shape \(2,\)"),
+    (dict(origin=0.0), r"origin must have shape \(2,\)"),
+    (dict(gravity=[9.81]), r"gravity must be a scalar"),
+    (dict(gravity=[[0.0, -9.81]]), r"gravity must be a scalar"),
+]
+
+
+@pytest.mark.parametrize(
+    "changes, message", CONSTRUCTION_CASES, ids=[f"{i}-{m[:30]}" for i, (_, m) in enumerate(CONSTRUCTION_CASES)]
+)
+def test_construction_rejects(changes, message):
+    with pytest.raises(ValueError, match=message):
+        build(**changes)
+
+
+def test_chain_validates_like_tree():
+    """chain builds the parent list itself; every parameter check still applies."""
+    with pytest.raises(ValueError, match=r"mass must have shape \(2,\)"):
+        mb.chain([0.3, 0.3], 0.15, [1.0, 1.0, 1.0], 0.01)
+    with pytest.raises(ValueError, match=r"inertia of segment 1 \('forearm'\) must be > 0"):
+        mb.chain([0.3, 0.3], 0.15, 1.0, [0.01, 0.0], names=("upper", "forearm"))
+    with pytest.raises(ValueError, match=r"length of segment 0 \('segment0'\) is not finite"):
+        mb.chain([np.nan, 0.3], 0.15, 1.0, 0.01)
+    with pytest.raises(ValueError, match=r"base must be one of"):
+        mb.chain([0.3, 0.3], 0.15, 1.0, 0.01, base="free")
+
+
+def test_replace_validates_like_construction():
+    model = build()
+    with pytest.raises(ValueError, match=r"Model has no field\(s\) \['mas'\]"):
+        model.replace(mas=[1.0, 1.0, 1.0, 1.0])
+    with pytest.raises(ValueError, match=r"Model has no field\(s\) \['dof'\]"):
+        model.replace(dof=3)
+    with pytest.raises(ValueError, match=r"mass of segment 2 \('thigh'\) must be > 0"):
+        model.replace(mass=with_entry("mass", 2, -5.0))
+    with pytest.raises(ValueError, match=r"inertia of segment 3 \('shank'\) is not finite"):
+        model.replace(inertia=with_entry("inertia", 3, np.nan))
+    with pytest.raises(ValueError, match=r"mass must have shape \(4,\)"):
+        model.replace(mass=[1.0, 2.0])
+    with pytest.raises(ValueError, match=r"duplicate segment name 'trunk'"):
+        model.replace(names=("trunk", "trunk", "thigh", "shank"))
+    with pytest.raises(ValueError, match=r"parent of segment 3 is 3"):
+        model.replace(parent=(-1, 0, 1, 3))
+    with pytest.raises(ValueError, match=r"coordinates must be one of"):
+        model.replace(coordinates="joint")
+    with pytest.raises(ValueError, match=r"gravity must be a scalar"):
+        model.replace(gravity=(0.0, 9.81))
+
+
+# ------------------------------------------------------------- segments
+
+MODEL = build(base="floating")  # dof = 6, segments = 4: the messages must say which
+DOF = MODEL.dof
+Z = np.zeros(DOF)
+
+
+@pytest.mark.parametrize(
+    "segment, message",
+    [
+        ("foot", r"unknown segment name 'foot'; the model's segments are \['trunk', 'arm', 'thigh', 'shank'\]"),
+        ("Trunk", r"unknown segment name 'Trunk'"),
+        (4, r"segment index 4 out of range for a model with 4 segments"),
+        (-5, r"segment index -5 out of range"),
+        (1.0, r"a segment is given by an int index or a str name, got 1.0"),
+        (True, r"a segment is given by an int index or a str name, got True"),
+        (None, r"a segment is given by an int index or a str name"),
+    ],
+)
+def test_bad_segments_are_rejected_everywhere(segment, message):
+    with pytest.raises(ValueError, match=message):
+        MODEL.index(segment)
+    with pytest.raises(ValueError, match=message):
+        mb.point_load(MODEL, Z, segment, (0.0, 0.0), (1.0, 0.0))
+    with pytest.raises(ValueError, match=message):
+        mb.joint_reactions(MODEL, Z, Z, Z, joints=["arm", segment])
+    for f, args in (
+        (mb.point_position, (Z,)),
+        (mb.point_jacobian, (Z,)),
+        (mb.point_velocity, (Z, Z)),
+        (mb.point_acceleration, (Z, Z, Z)),
+    ):
+        with pytest.raises(ValueError, match=message):
+            f(MODEL, *args, segment)
+
+
+def test_good_segments_are_accepted():
+    """Names, indices, negative indices and numpy integers all select the same segment."""
+    assert MODEL.index("thigh") == MODEL.index(2) == MODEL.index(-2) == MODEL.index(np.int64(2)) == 2
+    react = lambda **kw: np.asarray(mb.joint_reactions(MODEL, Z, Z, Z, method="recursive", **kw))  # noqa: E731
+    lam = react()
+    for joints in ("thigh", 2, -2, np.int64(2), ["thigh"], (2,)):
+        np.testing.assert_array_equal(react(joints=joints), lam[[2]])
+    np.testing.assert_array_equal(react(joints=["shank", 0]), lam[[3, 0]])
+    with pytest.raises(ValueError, match=r"joints is empty"):
+        mb.joint_reactions(MODEL, Z, Z, Z, joints=[])
+
+
+# ------------------------------------------------------------- shapes
+
+Q = np.linspace(-0.5, 0.5, DOF)
+LOADS = np.ones((MODEL.segments, 3))
+P2 = np.array([0.1, 0.0])
+
+# name -> (call(model, a) with a dict of arguments, the checked vector arguments as
+# (key in a, name in the message)); vectors are (dof,) = (6,), loads (segments, 3) = (4, 3).
+CALLS = {
+    "pose": (lambda m, a: mb.pose(m, a["q"]), [("q", "q")]),
+    "segment_angles": (lambda m, a: mb.segment_angles(m, a["q"]), [("q", "q")]),
+    "joint_positions": (lambda m, a: mb.joint_positions(m, a["q"]), [("q", "q")]),
+    "distal_positions": (lambda m, a: mb.distal_positions(m, a["q"]), [("q", "q")]),
+    "com_positions": (lambda m, a: mb.com_positions(m, a["q"]), [("q", "q")]),
+    "whole_body_com": (lambda m, a: mb.whole_body_com(m, a["q"]), [("q", "q")]),
+    "point_position": (lambda m, a: mb.point_position(m, a["q"], 1, P2), [("q", "q")]),
+    "point_jacobian": (lambda m, a: mb.point_jacobian(m, a["q"], 1, P2), [("q", "q")]),
+    "point_velocity": (lambda m, a: mb.point_velocity(m, a["q"], a["qd"], 1, P2), [("q", "q"), ("qd", "qd")]),
+    "point_acceleration": (
+        lambda m, a: mb.point_acceleration(m, a["q"], a["qd"], a["qdd"], 1, P2),
+        [("q", "q"), ("qd", "qd"), ("qdd", "qdd")],
+    ),
+    "pose_jacobian": (lambda m, a: mb.pose_jacobian(m, a["q"]), [("q", "q")]),
+    "constraint_jacobian": (lambda m, a: mb.constraint_jacobian(m, a["q"]), [("q", "q")]),
+    "pose_velocity": (lambda m, a: mb.pose_velocity(m, a["q"], a["qd"]), [("q", "q"), ("qd", "qd")]),
+    "pose_acceleration": (
+        lambda m, a: mb.pose_acceleration(m, a["q"], a["qd"], a["qdd"]),
+        [("q", "q"), ("qd", "qd"), ("qdd", "qdd")],
+    ),
+    "coordinates_to": (lambda m, a: mb.coordinates_to(m, a["q"], "relative"), [("q", "x")]),
+    "forces_to": (lambda m, a: mb.forces_to(m, a["tau"], "relative"), [("tau", "Q")]),
+    "mass_matrix": (lambda m, a: mb.mass_matrix(m, a["q"]), [("q", "q")]),
+    "bias_forces": (lambda m, a: mb.bias_forces(m, a["q"], a["qd"]), [("q", "q"), ("qd", "qd")]),
+    "gravity_forces": (lambda m, a: mb.gravity_forces(m, a["q"]), [("q", "q")]),
+    "external_forces": (lambda m, a: mb.external_forces(m, a["q"], a["loads"]), [("q", "q")]),
+    "applied_wrenches": (lambda m, a: mb.applied_wrenches(m, a["loads"]), []),
+    "inverse_dynamics": (
+        lambda m, a: mb.inverse_dynamics(m, a["q"], a["qd"], a["qdd"], a["loads"]),
+        [("q", "q"), ("qd", "qd"), ("qdd", "qdd")],
+    ),
+    "inverse_dynamics_projection": (
+        lambda m, a: mb.inverse_dynamics(m, a["q"], a["qd"], a["qdd"], a["loads"], method="projection"),
+        [("q", "q"), ("qd", "qd"), ("qdd", "qdd")],
+    ),
+    "forward_dynamics": (
+        lambda m, a: mb.forward_dynamics(m, a["q"], a["qd"], a["tau"], a["loads"]),
+        [("q", "q"), ("qd", "qd"), ("tau", "tau")],
+    ),
+    "joint_moments": (
+        lambda m, a: mb.joint_moments(m, a["q"], a["qd"], a["qdd"], a["loads"]),
+        [("q", "q"), ("qd", "qd"), ("qdd", "qdd")],
+    ),
+    "joint_reactions": (
+        lambda m, a: mb.joint_reactions(m, a["q"], a["qd"], a["qdd"], a["loads"]),
+        [("q", "q"), ("qd", "qd"), ("qdd", "qdd")],
+    ),
+    "joint_reactions_recursive": (
+        lambda m, a: mb.joint_reactions(m, a["q"], a["qd"], a["qdd"], a["loads"], method="recursive"),
+        [("q", "q"), ("qd", "qd"), ("qdd", "qdd")],
+    ),
+    "coriolis_matrix": (lambda m, a: mb.coriolis_matrix(m, a["q"], a["qd"]), [("q", "q"), ("qd", "qd")]),
+    "kinetic_energy": (lambda m, a: mb.kinetic_energy(m, a["q"], a["qd"]), [("q", "q"), ("qd", "qd")]),
+    "potential_energy": (lambda m, a: mb.potential_energy(m, a["q"]), [("q", "q")]),
+    "total_energy": (lambda m, a: mb.total_energy(m, a["q"], a["qd"]), [("q", "q"), ("qd", "qd")]),
+    "torque_components": (
+        lambda m, a: mb.torque_components(m, a["q"], a["qd"], a["qdd"], a["loads"]),
+        [("q", "q"), ("qd", "qd"), ("qdd", "qdd")],
+    ),
+    "point_load": (lambda m, a: mb.point_load(m, a["q"], 1, P2, P2), [("q", "q")]),
+    "rnea": (lambda m, a: mb.rnea(m, a["q"], a["qd"], a["qdd"], a["loads"]), [("q", "q"), ("qd", "qd"), ("qdd", "qdd")]),
+    "rnea_full": (
+        lambda m, a: mb.rnea_full(m, a["q"], a["qd"], a["qdd"], a["loads"]),
+        [("q", "q"), ("qd", "qd"), ("qdd", "qdd")],
+    ),
+    "simulate": (
+        lambda m, a: mb.simulate(m, a["q"], a["qd"], a["tau"], 0.01, loads=a["loads"], steps=2),
+        [("q", "q0"), ("qd", "qd0"), ("tau", "tau")],
+    ),
+}
+TAKES_LOADS = [
+    "external_forces", "applied_wrenches", "inverse_dynamics", "inverse_dynamics_projection",
+    "forward_dynamics", "joint_moments", "joint_reactions", "joint_reactions_recursive",
+    "torque_components", "rnea", "rnea_full", "simulate",
+]
+
+
+def _args(**changes):
+    return {**dict(q=Q, qd=Q, qdd=Q, tau=Q, loads=LOADS), **changes}
+
+
+VECTOR_CASES = [(fname, key, shown) for fname, (_, vecs) in CALLS.items() for key, shown in vecs]
+
+
+@pytest.mark.parametrize("fname, key, shown", VECTOR_CASES, ids=[f"{f}-{s}" for f, _, s in VECTOR_CASES])
+def test_wrong_vector_shape_names_the_expected_shape(fname, key, shown):
+    """(dof - 1,), (dof + 1,), (segments,), a scalar and a batch (1, dof) are all rejected."""
+    call = CALLS[fname][0]
+    bads = [np.zeros(DOF - 1), np.zeros(DOF + 1), np.zeros(MODEL.segments), np.float64(0.0), np.zeros((1, DOF))]
+    if (fname, key) == ("simulate", "tau"):
+        bads.pop()  # (1, dof) is a valid tau over one step for simulate
+    for bad in bads:
+        with pytest.raises(ValueError, match=rf"\b{shown} must .*\(6,\)"):
+            call(MODEL, _args(**{key: bad}))
+
+
+@pytest.mark.parametrize("fname", TAKES_LOADS)
+def test_wrong_loads_shape_names_segments_by_3(fname):
+    call = CALLS[fname][0]
+    bads = [np.zeros((4, 2)), np.zeros((3, 3)), np.zeros(3), np.zeros((6, 3)), np.zeros((1, 4, 3))]
+    if fname == "simulate":
+        bads.pop()  # (1, segments, 3) is valid loads over one step for simulate
+    for bad in bads:
+        with pytest.raises(ValueError, match=r"loads must .*\(4, 3\)"):
+            call(MODEL, _args(loads=bad))
+
+
+def test_all_shape_cases_accept_good_inputs():
+    """The table above is right: with good shapes every call succeeds (so the
+    failures in the shape tests come from the checks, not from the table).
+
+    Traced with jax.eval_shape (the same checks run; running them all eagerly
+    would only add seconds of compilation).
+    """
+    for fname, (call, _) in CALLS.items():
+        jax.eval_shape(lambda a: call(MODEL, a), _args())
+
+
+def test_every_public_function_of_q_is_in_the_shape_table():
+    """A new public function taking (model, q-like, ...) must be added to CALLS."""
+    missing = []
+    for name in mb.__all__:
+        obj = getattr(mb, name)
+        if not inspect.isfunction(obj):
+            continue
+        params = list(inspect.signature(obj).parameters)
+        if params[:1] == ["model"] and len(params) > 1 and params[1] in ("q", "q0", "x", "Q", "loads"):
+            if name not in CALLS:
+                missing.append(name)
+    assert not missing, f"add shape checks for {missing} to CALLS in tests/test_validation.py"
+
+
+def test_pose_checks_z_and_points():
+    with pytest.raises(ValueError, match=r"z must have shape \(4, 2\)"):
+        mb.pose(MODEL, Q, np.zeros((4, 3)))
+    with pytest.raises(ValueError, match=r"z must have shape \(4, 2\)"):
+        mb.pose(MODEL, Q, np.zeros(8))
+    with pytest.raises(ValueError, match=r"point must have shape \(2,\)"):
+        mb.point_position(MODEL, Q, 1, (0.1, 0.0, 0.0))
+    with pytest.raises(ValueError, match=r"point must have shape \(2,\)"):
+        mb.point_load(MODEL, Q, 1, (0.1,), (1.0, 0.0))
+    with pytest.raises(ValueError, match=r"force must have shape \(2,\)"):
+        mb.point_load(MODEL, Q, 1, (0.1, 0.0), (1.0, 0.0, 0.0))
+    with pytest.raises(ValueError, match=r"moment must be a scalar"):
+        mb.point_load(MODEL, Q, 1, (0.1, 0.0), (1.0, 0.0), moment=(1.0, 2.0))
+
+
+def test_shape_checks_also_hold_under_jit_and_vmap():
+    """Shapes are static, so the checks fire while tracing, with the same message."""
+    with pytest.raises(ValueError, match=r"q must have shape \(6,\)"):
+        jax.jit(lambda q: mb.inverse_dynamics(MODEL, q, Z, Z))(np.zeros(5))
+    with pytest.raises(ValueError, match=r"qd must have shape \(6,\)"):
+        jax.vmap(lambda q, qd: mb.kinetic_energy(MODEL, q, qd))(np.zeros((3, 6)), np.zeros((3, 5)))
+
+
+# ------------------------------------------------------------- keyword choices
+
+
+@pytest.mark.parametrize(
+    "call, message",
+    [
+        (lambda: mb.inverse_dynamics(MODEL, Z, Z, Z, method="recursve"),
+         r"method must be 'recursive' or 'projection', got 'recursve'"),
+        (lambda: mb.inverse_dynamics(MODEL, Z, Z, Z, method="Projection"), r"method must be .* got 'Projection'"),
+        (lambda: mb.joint_reactions(MODEL, Z, Z, Z, method="rnea"),
+         r"method must be 'projection' or 'recursive', got 'rnea'"),
+        (lambda: mb.joint_reactions(MODEL, Z, Z, Z, frame="local"), r"frame must be 'world' or 'segment', got 'local'"),
+        (lambda: mb.point_load(MODEL, Z, 1, (0.0, 0.0), (1.0, 0.0), frame="segmnet"),
+         r"frame must be 'world' or 'segment', got 'segmnet'"),
+        (lambda: mb.simulate(MODEL, Z, Z, Z, 0.01, steps=2, method="rk45"), r"method must be 'rk4' or 'euler', got 'rk45'"),
+        (lambda: mb.coordinates_to(MODEL, Z, "abs"), r"kind must be 'relative' or 'absolute', got 'abs'"),
+        (lambda: mb.forces_to(MODEL, Z, "Relative"), r"kind must be 'relative' or 'absolute', got 'Relative'"),
+    ],
+)
+def test_keyword_typos_are_rejected(call, message):
+    with pytest.raises(ValueError, match=message):
+        call()
+
+
+# ------------------------------------------------------------- non-finite inputs
+
+
+def test_nan_in_q_propagates_eagerly():
+    """Eager calls do not check q for NaN (jit could not either): a NaN must at least
+    show in the result, never be hidden behind finite numbers.
+
+    Gap (reported, not asserted): no eager ValueError for non-finite q, qd, qdd.
+    """
+    q = Q.copy()
+    q[3] = np.nan
+    assert np.isnan(mb.inverse_dynamics(MODEL, q, Z, Z)).any()
+    assert np.isnan(mb.joint_reactions(MODEL, q, Z, Z, method="recursive")).any()
+    assert np.isnan(mb.pose(MODEL, q)).any()
+
+
+# ------------------------------------------------------------- global state
+
+
+def test_import_changes_no_global_setting():
+    """import jaxmb leaves float64 off and does not import pyplot or choose a backend."""
+    code = (
+        "import sys, jax, matplotlib\n"
+        "before = matplotlib.rcParams._get('backend')\n"
+        "import jaxmb\n"
+        "print(jax.config.jax_enable_x64)\n"
+        "print('matplotlib.pyplot' in sys.modules)\n"
+        "print(matplotlib.rcParams._get('backend') == before)\n"
+    )
+    env = {k: v for k, v in os.environ.items() if k not in ("JAX_ENABLE_X64", "MPLBACKEND")}
+    env["JAX_PLATFORMS"] = "cpu"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=120)
+    assert out.returncode == 0, out.stderr
+    x64, pyplot, same_backend = out.stdout.split()
+    assert x64 == "False", "import jaxmb switched jax_enable_x64 on"
+    assert pyplot == "False", "import jaxmb imported matplotlib.pyplot"
+    assert same_backend == "True", "import jaxmb changed the matplotlib backend"
