@@ -117,7 +117,7 @@ def _frames(model: Model, q, z=None):
     par = np.where(parent < 0, 0, parent)
     is_child = jnp.asarray(parent >= 0, q.dtype)
     theta_p = theta[par]
-    edge = (is_child * model.attach)[:, None] * jnp.stack([jnp.cos(theta_p), jnp.sin(theta_p)], -1)
+    edge = (is_child * model.joint_attach)[:, None] * jnp.stack([jnp.cos(theta_p), jnp.sin(theta_p)], -1)
     if z is not None:
         edge = edge + z
     A = jnp.asarray(ancestor_matrix(model.parent), q.dtype)

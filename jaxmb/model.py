@@ -34,7 +34,7 @@ Segment = Union[int, str]
 @functools.partial(
     jax.tree_util.register_dataclass,
     data_fields=["length", "com", "mass", "inertia", "attach", "origin", "gravity"],
-    meta_fields=["parent", "names", "base", "coordinates"],
+    meta_fields=["parent", "names", "base", "coordinates", "attach_end"],
 )
 @dataclasses.dataclass(frozen=True)
 class Model:
@@ -47,7 +47,8 @@ class Model:
       mass: (segments,) masses, kg.
       inertia: (segments,) moments of inertia about the centre of mass, kg m^2.
       attach: (segments,) distance along the parent's axis of the joint point, m
-        (unused for the root).
+        (unused for the root). Joints built at the parent's distal end (the default)
+        follow the parent's length: see ``attach_end`` and :attr:`joint_attach`.
       origin: (2,) world position of the root's proximal joint for a fixed base, m
         (unused for a floating base, whose position is in q).
       gravity: () gravitational acceleration, m/s^2, acting along -y.
@@ -55,6 +56,10 @@ class Model:
       names: static tuple of segment names.
       base: static, "fixed" or "floating".
       coordinates: static, "relative" (joint angles) or "absolute" (segment angles).
+      attach_end: static tuple of bools: True where the joint sits at the parent's
+        distal end (``attach=None`` at construction). For those segments the joint
+        distance *is* the parent's length, so changing or differentiating a length
+        moves the joints (what identification and scaling need).
     """
 
     length: jax.Array
@@ -68,6 +73,7 @@ class Model:
     names: tuple = ()
     base: str = "fixed"
     coordinates: str = "relative"
+    attach_end: tuple = ()
 
     # ------------------------------------------------------------------ sizes
     @property
@@ -89,6 +95,15 @@ class Model:
     def children(self) -> tuple:
         """Tuple of tuples: the children of each segment, in index order."""
         return _children(self.parent)
+
+    @property
+    def joint_attach(self) -> jax.Array:
+        """(segments,) distance of each joint along its parent's axis, m, as used by
+        the dynamics: the parent's length where ``attach_end``, else ``attach``."""
+        if not any(self.attach_end):
+            return self.attach
+        par = np.maximum(np.asarray(self.parent), 0)
+        return jnp.where(np.asarray(self.attach_end), jnp.asarray(self.length)[par], self.attach)
 
     def index(self, segment: Segment) -> int:
         """The index of a segment given by index or by name.
@@ -122,6 +137,20 @@ class Model:
         if unknown:
             raise ValueError(f"Model has no field(s) {sorted(unknown)}; fields are {sorted(fields)}")
         fields.update(changes)
+        if "attach" in changes and "attach_end" not in changes:
+            # explicit distances: every joint stays where it is put
+            fields["attach_end"] = tuple(False for _ in self.parent)
+        elif "length" in changes and any(self.attach_end) and "attach" not in changes:
+            # joints at the parent's distal end follow the new lengths
+            par = np.maximum(np.asarray(self.parent), 0)
+            length = changes["length"]
+            if _is_traced(length):
+                lp = jnp.broadcast_to(length, (self.segments,))[par]
+                new = jnp.where(np.asarray(self.attach_end), lp, self.attach)
+            else:
+                lp = np.broadcast_to(np.asarray(length, float), (self.segments,))[par]
+                new = np.where(self.attach_end, lp, np.asarray(self.attach))
+            fields["attach"] = new
         if _is_concrete(fields):
             return _build(**fields)
         # inside a transformation (e.g. grad with respect to a parameter): no checks
@@ -195,7 +224,7 @@ def _is_traced(x) -> bool:
     return isinstance(x, jax.core.Tracer)
 
 
-def _build(length, com, mass, inertia, attach, origin, gravity, parent, names, base, coordinates):
+def _build(length, com, mass, inertia, attach, origin, gravity, parent, names, base, coordinates, attach_end=None):
     """Validate eagerly and assemble a Model (all checks name the field and segment)."""
     if base not in BASES:
         raise ValueError(f"base must be one of {BASES}, got {base!r}")
@@ -266,9 +295,15 @@ def _build(length, com, mass, inertia, attach, origin, gravity, parent, names, b
         com = c
 
     if attach is None:
-        # default: the distal end of the parent
+        # default: the distal end of the parent, which follows the parent's length
         lp = np.asarray(length)
         attach = np.array([lp[p] if p >= 0 else 0.0 for p in parent])
+        attach_end = tuple(p >= 0 for p in parent)
+    elif attach_end is None:
+        attach_end = tuple(False for _ in parent)
+    attach_end = tuple(bool(b) for b in attach_end)
+    if len(attach_end) != n:
+        raise ValueError(f"attach_end must have {n} entries (one per segment), got {len(attach_end)}")
     attach = _vector("attach", attach, n, names)
 
     if not _is_traced(origin):
@@ -297,6 +332,7 @@ def _build(length, com, mass, inertia, attach, origin, gravity, parent, names, b
         names=names,
         base=base,
         coordinates=coordinates,
+        attach_end=attach_end,
     )
 
 

@@ -64,6 +64,7 @@ def _rnea(model: Model, q, qd, qdd, loads):
     absolute = model.coordinates == "absolute"
     g = model.gravity
     zero = jnp.zeros((), q.dtype)
+    attach = model.joint_attach
 
     th, om, al = [None] * n, [None] * n, [None] * n
     P, vP, aP = [None] * n, [None] * n, [None] * n
@@ -87,7 +88,7 @@ def _rnea(model: Model, q, qd, qdd, loads):
                 P[i] = (model.origin[0], model.origin[1])
                 aP[i] = (zero, zero)
         else:
-            a = model.attach[i]
+            a = attach[i]
             # joint point on the parent's axis: P_i = P_p + a u_p,
             # a_P_i = a_P_p + a (alpha_p n_p - omega_p^2 u_p), u = (cos, sin), n = (-sin, cos)
             ux, uy = c_th[p], s_th[p]

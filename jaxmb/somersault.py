@@ -250,7 +250,7 @@ def maximal_constraints(model: Model, p):
     par = np.asarray([model.parent[i] for i in kids])
     th_p = p[par, 2]
     u = jnp.stack([jnp.cos(th_p), jnp.sin(th_p)], -1)
-    return (P[ch] - (P[par] + model.attach[ch][:, None] * u)).reshape(-1)
+    return (P[ch] - (P[par] + model.joint_attach[ch][:, None] * u)).reshape(-1)
 
 
 def maximal_accelerations(model: Model, p, pd, h, *, alpha, beta):

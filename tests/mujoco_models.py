@@ -63,7 +63,7 @@ def to_mjcf(model: jaxmb.Model) -> str:
     com = np.asarray(model.com, float)
     mass = np.asarray(model.mass, float)
     inertia = np.asarray(model.inertia, float)
-    attach = np.asarray(model.attach, float)
+    attach = np.asarray(model.joint_attach, float)
     origin = np.asarray(model.origin, float)
     g = float(model.gravity)
     children = model.children

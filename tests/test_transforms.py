@@ -260,7 +260,7 @@ def test_jit_does_not_retrace_for_new_parameter_values_but_does_for_new_topology
         model.replace(length=[0.31, 0.28, 0.20]),
         model.replace(gravity=1.62),
         model.replace(com=[[0.1, 0.0], [0.1, 0.0], [0.05, 0.0]], inertia=[0.03, 0.01, 0.002]),
-        model.replace(attach=[0.0, 0.25, 0.3], origin=(0.0, 0.0)),
+        model.replace(origin=(0.3, 0.1)),
         # a new model, built from scratch, with the same topology and names
         mb.chain([0.4, 0.3, 0.2], [0.2, 0.15, 0.1], [3.0, 2.0, 1.0], [0.05, 0.02, 0.01],
                  gravity=9.0, origin=(1.0, 2.0), names=("upper_arm", "forearm", "hand")),
@@ -268,21 +268,30 @@ def test_jit_does_not_retrace_for_new_parameter_values_but_does_for_new_topology
     for m in same_topology:
         outs.append(f(m, z, z, z))
     assert len(traces) == 1, f"re-traced {len(traces) - 1} times for new parameter values"
-    # and the new values were used: the gravity moments at q = 0 change, except for
-    # the lengths, which the dynamics do not use (only attach places the joints)
+    # and the new values were used: the gravity moments at q = 0 change (the lengths
+    # too: the chain's joints sit at the parents' distal ends), except the origin
     for k, o in enumerate(outs[1:]):
         changed = not np.allclose(o, outs[0], rtol=1e-12, atol=0.0)
-        assert changed == (k != 1), k
+        assert changed == (k != 4), k
+
+    # explicit joint distances: detaching the joints from the parents' ends is a
+    # structural change (one trace); new distances after that are values (none)
+    explicit = model.replace(attach=[0.0, 0.3, 0.25])
+    o1 = f(explicit, z, z, z)
+    assert len(traces) == 2
+    o2 = f(explicit.replace(attach=[0.0, 0.25, 0.3]), z, z, z)
+    assert len(traces) == 2
+    assert not np.allclose(o1, o2, rtol=1e-12, atol=0.0)
 
     branched_model = mb.tree((-1, 0, 0), [0.3, 0.3, 0.3], 0.15, 1.0, 0.01)
     f(branched_model, z, z, z)
-    assert len(traces) == 2
-    f(model.replace(coordinates="absolute"), z, z, z)
     assert len(traces) == 3
+    f(model.replace(coordinates="absolute"), z, z, z)
+    assert len(traces) == 4
     floating = model.replace(base="floating")
     zf = jnp.zeros(floating.dof)
     f(floating, zf, zf, zf)
-    assert len(traces) == 4
+    assert len(traces) == 5
 
 
 # ------------------------------------------------------------------ vmap

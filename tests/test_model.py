@@ -1,0 +1,49 @@
+"""Joints at a parent's distal end follow its length (replace, grad), explicit ones stay."""
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+import jaxmb
+
+
+def _chain():
+    return jaxmb.chain([0.3, 0.25, 0.2], [0.13, 0.10, 0.08], [2.0, 1.5, 1.0], [0.02, 0.01, 0.005])
+
+
+def test_replace_length_moves_default_joints():
+    m = _chain()
+    assert m.attach_end == (False, True, True)
+    m2 = m.replace(length=[0.6, 0.5, 0.4])
+    np.testing.assert_allclose(m2.attach, [0.0, 0.6, 0.5])
+    q = jnp.array([0.3, 0.5, 0.2])
+    # the hand (distal end of the last segment) is where the new lengths put it
+    ang = np.cumsum(np.asarray(q))
+    hand = sum(L * np.array([np.cos(a), np.sin(a)]) for L, a in zip([0.6, 0.5, 0.4], ang))
+    np.testing.assert_allclose(jaxmb.distal_positions(m2, q)[-1], hand, rtol=1e-12)
+
+
+def test_explicit_attach_is_kept_when_lengths_change():
+    m = jaxmb.tree([-1, 0, 0], [0.5, 0.3, 0.3], [0.2, 0.1, 0.1], [3.0, 1.0, 1.0], [0.1, 0.01, 0.01],
+                   attach=[0.0, 0.0, 0.4])
+    m2 = m.replace(length=[1.0, 0.3, 0.3])
+    np.testing.assert_allclose(m2.joint_attach, [0.0, 0.0, 0.4])
+    m3 = _chain().replace(attach=[0.0, 0.1, 0.1])
+    assert m3.attach_end == (False, False, False)
+    np.testing.assert_allclose(m3.replace(length=[1.0, 1.0, 1.0]).joint_attach, [0.0, 0.1, 0.1])
+
+
+def test_gradient_with_respect_to_length_moves_the_joints():
+    m = _chain()
+    q, qd, qdd = jnp.array([0.3, 0.5, 0.2]), jnp.array([1.0, -2.0, 0.5]), jnp.array([0.5, 3.0, 1.0])
+    f = lambda model: jnp.sum(jaxmb.inverse_dynamics(model, q, qd, qdd) ** 2)  # noqa: E731
+    g = jax.grad(f)(m)
+    # the last segment's length moves no joint; the first two move the joints below them
+    assert abs(g.length[0]) > 1e-3 and abs(g.length[1]) > 1e-3 and g.length[2] == 0
+    np.testing.assert_allclose(g.attach, 0.0)  # the leaf is unused where attach_end
+    h = 1e-6
+    for i in range(2):
+        e = np.zeros(3)
+        e[i] = h
+        fd = (f(m.replace(length=m.length + e)) - f(m.replace(length=m.length - e))) / (2 * h)
+        np.testing.assert_allclose(g.length[i], fd, rtol=1e-6)
