@@ -49,8 +49,20 @@ def _float_dtype(*xs):
     return dt
 
 
+def check_finite(x, name: str):
+    """Raise ValueError for NaN or inf in a concrete input (skipped while tracing:
+    under jit or vmap the values are not known)."""
+    if isinstance(x, jax.core.Tracer):
+        return
+    a = np.asarray(x)
+    if a.dtype.kind in "fc" and not np.isfinite(a).all():
+        where = tuple(int(i) for i in np.argwhere(~np.isfinite(a))[0])
+        raise ValueError(f"{name} is not finite at index {where if len(where) > 1 else where[0]}: {a[where]}")
+
+
 def check_vector(model: Model, x, name: str, size: int | None = None):
-    """Return ``x`` as an array of shape (size,), raising ValueError otherwise."""
+    """Return ``x`` as an array of shape (size,), raising ValueError otherwise
+    (and for NaN or inf in a concrete input)."""
     size = model.dof if size is None else size
     x = jnp.asarray(x)
     if x.shape != (size,):
@@ -59,6 +71,7 @@ def check_vector(model: Model, x, name: str, size: int | None = None):
             f"{name} must have shape ({size},) for this model (dof={model.dof}), "
             f"got shape {x.shape}{extra}"
         )
+    check_finite(x, name)
     return x
 
 
@@ -73,6 +86,7 @@ def check_loads(model: Model, loads, dtype):
             f"loads must have shape ({n}, 3): one world-frame wrench (Fx, Fy, Mz) per segment "
             f"at its centre of mass, got shape {loads.shape}"
         )
+    check_finite(loads, "loads")
     return loads.astype(dtype)
 
 
