@@ -271,7 +271,7 @@ def point_load(model: Model, q, segment: Segment, point, force, moment=0.0, *, f
         raise ValueError(f"moment must be a scalar (Mz in N m), got shape {moment.shape}")
     if frame not in ("world", "segment"):
         raise ValueError(f"frame must be 'world' or 'segment', got {frame!r}")
-    model, dtype = prepare(model, q, point, force, moment)
+    model, dtype = prepare(model, q)  # q sets the dtype: tuples must not promote float32
     q = q.astype(dtype)
     theta, P = _frames(model, q)
     c = P[i] + _rot(theta[i], model.com[i])
