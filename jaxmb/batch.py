@@ -1,0 +1,624 @@
+"""Batched dynamics with the batch as the contiguous axis: the fast path for many samples.
+
+The core functions (:func:`jaxmb.inverse_dynamics` and friends) take one sample and
+are meant to be ``vmap``-ed. For large batches on a CPU this module is several times
+faster. It evaluates the recursive Newton-Euler pass on arrays whose last axis is the
+batch (``q`` of shape ``(dof, B)``), so that each scalar operation of the recursion
+is one contiguous vector operation over the batch, and:
+
+- the sine and cosine of an angle come from one expression (:func:`sincos`: a
+  shared range reduction and two polynomials, which XLA vectorises; its ``cos`` and
+  ``sin`` are library calls that cost several times more on a CPU);
+- no per-sample matrix is formed (the mass matrix appears only in the forward
+  dynamics), and nothing but the inputs and outputs is written to memory for
+  models of up to ten segments.
+
+The recursion, for a segment i with parent p, joint point P_i, angle theta_i and centre
+of mass c_i = P_i + R(theta_i) com_i:
+
+    theta_i = theta_p + q_i (relative) or q_i (absolute);  omega, alpha likewise
+    P_i = P_p + a_i u_p,   a_P_i = a_P_p + a_i (alpha_p n_p - omega_p^2 u_p)
+    f_i = m_i a_c_i - h_i,   mu_i = I_i alpha_i - Mz_i + (c_i - P_0) x f_i
+    F_i = sum_{j in subtree(i)} f_j,   T_i = sum_{j in subtree(i)} mu_j - (P_i - P_0) x F_i
+
+with u = (cos, sin), n = (-sin, cos), a_i the attachment distance, h the applied
+force (gravity and loads) and Mz the applied moment. F_i and T_i are the force and
+moment that the parent exerts on segment i at its joint (as in
+:func:`jaxmb.rnea_full`); positions are taken relative to the root's joint P_0, which
+keeps the moments accurate far from the origin.
+
+Two evaluations of it (``method``):
+
+- "unrolled": the loops over segments unrolled in Python. XLA fuses each output row
+  into one loop that reads the inputs and writes that row, nothing in between; each
+  row recomputes the kinematics it needs, O(segments) per row, so the cost grows as
+  segments^2 but stays below the alternatives up to about ten segments.
+- "matrix": every sum along the tree as a product with the ancestor matrix A
+  (A[i, k] = 1 for k = i or an ancestor of i): theta = A q, P = A_e u,
+  F = A^T f, ... Each product is a small matrix multiplication over the segment
+  axis, whose operands XLA materialises, so nothing is recomputed; the batch is cut
+  into chunks of 8192 samples that stay in cache. O(segments^2) multiply-adds per
+  sample, fast in practice for long chains.
+
+XLA does not fuse an unrolled recursion with many outputs into one pass: it
+duplicates the shared producers into every output, and a recursion written as a
+``lax.scan`` over segments spends its time writing and reading each segment's state
+(both measured in ``benchmarks/README.md``).
+
+Every public function accepts either layout: ``batch_axis=0`` (``q`` of shape
+``(B, dof)``, transposed internally) or ``batch_axis=-1`` (``(dof, B)``, no copy).
+All are pure and compose with ``jax.jit``, ``jax.grad`` and :func:`jaxmb.sharded`.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Sequence
+
+import jax
+import jax.numpy as jnp
+import jax.scipy.linalg as jsl
+import numpy as np
+from jax import lax
+
+from .kinematics import _float_dtype
+from .model import Model, Segment, ancestor_matrix
+
+__all__ = [
+    "sincos",
+    "inverse_dynamics_batch",
+    "joint_reactions_batch",
+    "joint_moments_batch",
+    "forward_dynamics_batch",
+]
+
+# ----------------------------------------------------------------- sin and cos
+#
+# x = k pi/2 + r with k = round(2x/pi) and |r| <= pi/4; pi/2 is split in three
+# parts (Cody & Waite) whose first two have few enough significant bits that k * part
+# is exact for |k| < 2^20 (float64) or 2^11 (float32); the parts were computed with
+# mpmath at 300 bits: pi/2 = C1 + C2 + C3.
+_PIO2_F64 = (
+    float.fromhex("0x1.921fb54400000p+0"),  # 33 significant bits
+    float.fromhex("0x1.0b4611a600000p-34"),  # 33 significant bits
+    float.fromhex("0x1.3198a2e037073p-69"),
+)
+_PIO2_F32 = (
+    float.fromhex("0x1.92p+0"),  # 8 significant bits
+    float.fromhex("0x1.fb4p-12"),  # 11 significant bits
+    float.fromhex("0x1.4442d18469899p-24"),
+)
+
+
+def _taylor(odd: bool, degree: int):
+    """Taylor coefficients of sin (odd) or cos (even) after the leading term(s)."""
+    first = 3 if odd else 2
+    return [(-1) ** (k // 2) / math.factorial(k) for k in range(first, degree + 1, 2)]
+
+
+# On |r| <= pi/4 the first omitted Taylor term bounds the error: float64 keeps terms
+# to r^17 (sin) and r^18 (cos), error < (pi/4)^19/19! ~ 1e-19; float32 to r^9 and
+# r^10, error < (pi/4)^11/11! ~ 2e-9. Both are below half an ulp of the result.
+_SIN = {64: _taylor(True, 17), 32: _taylor(True, 9)}
+_COS = {64: _taylor(False, 18), 32: _taylor(False, 10)}
+
+
+def _horner(coef, x):
+    acc = coef[-1]
+    for a in reversed(coef[:-1]):
+        acc = acc * x + a
+    return acc
+
+
+@jax.custom_jvp
+def sincos(x):
+    """Cosine and sine of ``x`` together, vectorisable, about 1 ulp accurate.
+
+    One range reduction ``x = k pi/2 + r`` (|r| <= pi/4) serves both results; sin r
+    and cos r are Taylor polynomials, and the quadrant k mod 4 swaps and negates them.
+    Float64 is accurate to about 1 ulp for |x| < 1.6e6 rad, float32 for
+    |x| < 3e3 rad (beyond, the reduction loses bits; joint angles never come near).
+    Other float dtypes use ``jnp.cos`` and ``jnp.sin``.
+
+    Args:
+      x: array of angles, rad (float32 or float64).
+
+    Returns:
+      (cos x, sin x), each shaped and typed like ``x``.
+    """
+    x = jnp.asarray(x)
+    if x.dtype == jnp.float64:
+        bits, parts = 64, _PIO2_F64
+    elif x.dtype == jnp.float32:
+        bits, parts = 32, _PIO2_F32
+    else:
+        return jnp.cos(x), jnp.sin(x)
+    c1, c2, c3 = parts
+    k = jnp.floor(x * (2.0 / math.pi) + 0.5)
+    r = ((x - k * c1) - k * c2) - k * c3
+    r2 = r * r
+    sin_r = r + r * r2 * _horner(_SIN[bits], r2)
+    cos_r = 1.0 + r2 * _horner(_COS[bits], r2)
+    # quadrant: sin(r + k pi/2) = sin r, cos r, -sin r, -cos r for k = 0, 1, 2, 3 (mod 4)
+    kq = k.astype(jnp.int32)
+    odd = (kq & 1) == 1
+    s = jnp.where(odd, cos_r, sin_r)
+    c = jnp.where(odd, sin_r, cos_r)
+    s = jnp.where((kq & 2) == 2, -s, s)
+    c = jnp.where(((kq + 1) & 2) == 2, -c, c)
+    return c, s
+
+
+@sincos.defjvp
+def _sincos_jvp(primals, tangents):
+    (x,), (dx,) = primals, tangents
+    c, s = sincos(x)
+    return (c, s), (-s * dx, c * dx)
+
+
+# ------------------------------------------------------------------ the kernels
+#
+# Batch-last arrays throughout: q (dof, b), loads (segments, 3, b), (segments, 3, 1)
+# when shared by all samples, or None. A segment's state is the 9-tuple of (b,) rows
+# (theta, omega, alpha, cos, sin, Px, Py, aPx, aPy), P relative to the root's joint.
+
+
+def _root_state(qa, qda, qdda, base_acc, zero):
+    c, s = sincos(qa[0])
+    return (qa[0], qda[0], qdda[0], c, s, zero, zero, base_acc[0], base_acc[1])
+
+
+def _child_state(parent_state, a, q_i, qd_i, qdd_i, absolute: bool):
+    th_p, om_p, al_p, c_p, s_p, px_p, py_p, ax_p, ay_p = parent_state
+    if absolute:
+        th, om, al = q_i, qd_i, qdd_i
+    else:
+        th, om, al = th_p + q_i, om_p + qd_i, al_p + qdd_i
+    c, s = sincos(th)
+    w2 = om_p * om_p
+    # P_i = P_p + a u_p ;  a_P_i = a_P_p + a (alpha_p n_p - omega_p^2 u_p)
+    return (
+        th, om, al, c, s,
+        px_p + a * c_p, py_p + a * s_p,
+        ax_p + a * (-al_p * s_p - w2 * c_p), ay_p + a * (al_p * c_p - w2 * s_p),
+    )  # fmt: skip
+
+
+def _segment_wrench(com, mass, inertia, gravity, state, load):
+    """(fx, fy, mu): the net force to supply, f = m a_c - h, and mu, elementwise."""
+    th, om, al, c, s, px, py, ax, ay = state
+    cx, cy = com
+    rx = c * cx - s * cy  # r = R(theta) com
+    ry = s * cx + c * cy
+    w2 = om * om
+    # a_c = a_P + alpha k x r - omega^2 r
+    fx = mass * (ax - al * ry - w2 * rx)
+    fy = mass * (ay + al * rx - w2 * ry + gravity)
+    mu = inertia * al
+    if load is not None:
+        fx = fx - load[0]
+        fy = fy - load[1]
+        mu = mu - load[2]
+    # mu = I alpha - Mz + (c - P_0) x f
+    mu = mu + (px + rx) * fy - (py + ry) * fx
+    return fx, fy, mu
+
+
+def _kernel_unrolled(model: Model, q, qd, qdd, loads):
+    """The recursion unrolled in Python. Returns (Fx, Fy, S, Px, Py, cos, sin):
+    lists over segments of (b,) rows, S_i = sum over the subtree of mu."""
+    n, nb, parent = model.segments, model.nbase, model.parent
+    absolute = model.coordinates == "absolute"
+    qa, qda, qdda = q[nb:], qd[nb:], qdd[nb:]
+    zero = jnp.zeros(q.shape[1:], q.dtype)
+    base_acc = (qdd[0], qdd[1]) if nb else (zero, zero)
+    st = [None] * n
+    st[0] = _root_state(qa, qda, qdda, base_acc, zero)
+    for i in range(1, n):
+        st[i] = _child_state(st[parent[i]], model.attach[i], qa[i], qda[i], qdda[i], absolute)
+    acc = [
+        _segment_wrench(
+            (model.com[i, 0], model.com[i, 1]), model.mass[i], model.inertia[i], model.gravity,
+            st[i], None if loads is None else loads[i],
+        )
+        for i in range(n)
+    ]  # fmt: skip
+    # subtree sums, leaves first (children have larger indices than their parents)
+    for i in reversed(range(1, n)):
+        p = parent[i]
+        acc[p] = tuple(x + y for x, y in zip(acc[p], acc[i]))
+    return tuple([x[k] for x in acc] for k in range(3)) + tuple([x[k] for x in st] for k in (5, 6, 3, 4))
+
+
+def _kernel_matrix(model: Model, q, qd, qdd, loads):
+    """The recursion in matrix form: sums along the tree as small matrix products.
+
+    With A the ancestor matrix (A[i, k] = 1 for k = i or an ancestor of i), every
+    recurrence of the recursion is a product with A or A^T over the segment axis:
+
+        theta = A q,  omega = A qd,  alpha = A qdd              (relative coordinates)
+        P = A_e u,  aP = aP_0 + A_e (kappa u),   A_e = A diag(attach) S_parent
+        F = A^T f,  S = A^T mu
+
+    (S_parent selects each segment's parent row; the root's row is zero). Each
+    product is one matrix multiplication of a (segments, segments) matrix with a
+    (segments, b) array: XLA computes it with a BLAS-like kernel and materialises
+    its operands, so that nothing upstream is recomputed (the cos and sin pass
+    through the product with [A_e; I], which returns them materialised too).
+    Returns (Fx, Fy, S, Px, Py, cos, sin), each a (segments, b) array.
+    """
+    n, nb, parent = model.segments, model.nbase, model.parent
+    dt = q.dtype
+    A = jnp.asarray(ancestor_matrix(parent), dt)
+    sel = np.zeros((n, n))
+    for i, p in enumerate(parent):
+        if p >= 0:
+            sel[i, p] = 1.0
+    # A_e = A diag(attach on non-roots) S_parent: P_i = sum over the path of a_k u_parent(k)
+    Ae = A @ (model.attach[:, None] * jnp.asarray(sel, dt))
+    AeI = jnp.concatenate([Ae, jnp.eye(n, dtype=dt)])
+    mm = lambda M, x: jnp.matmul(M, x, precision=lax.Precision.HIGHEST)  # noqa: E731
+    qa, qda, qdda = q[nb:], qd[nb:], qdd[nb:]
+    if model.coordinates == "absolute":
+        th, om, al = qa, qda, qdda
+    else:
+        th, om, al = mm(A, qa), mm(A, qda), mm(A, qdda)
+    c, s = sincos(th)
+    Pc, Ps = mm(AeI, c), mm(AeI, s)
+    Px, c, Py, s = Pc[:n], Pc[n:], Ps[:n], Ps[n:]
+    w2 = om * om
+    # kappa u = (-omega^2 + i alpha)(c + i s)
+    aPx = mm(Ae, -w2 * c - al * s)
+    aPy = mm(Ae, -w2 * s + al * c)
+    if nb:
+        aPx, aPy = aPx + qdd[0], aPy + qdd[1]
+    cx, cy = model.com[:, 0:1], model.com[:, 1:2]
+    rx, ry = c * cx - s * cy, s * cx + c * cy
+    m, inertia = model.mass[:, None], model.inertia[:, None]
+    fx = m * (aPx - al * ry - w2 * rx)
+    fy = m * (aPy + al * rx - w2 * ry + model.gravity)
+    mu = inertia * al
+    if loads is not None:
+        fx, fy, mu = fx - loads[:, 0], fy - loads[:, 1], mu - loads[:, 2]
+    mu = mu + (Px + rx) * fy - (Py + ry) * fx
+    At = A.T
+    Fx, Fy, S = mm(At, fx), mm(At, fy), mm(At, mu)
+    return Fx, Fy, S, Px, Py, c, s
+
+
+def _rnea_rows(model: Model, q, qd, qdd, loads, method: str):
+    """One chunk: rows of tau (dof,), F (segments,) as (Fx, Fy) pairs, T (segments,),
+    cos and sin (segments,); lists of (b,) rows (:func:`_assemble` makes arrays)."""
+    kernel = _kernel_unrolled if method == "unrolled" else _kernel_matrix
+    Fx, Fy, S, Px, Py, c, s = kernel(model, q, qd, qdd, loads)
+    n = model.segments
+    # moment about P_i: T_i = S_i - (P_i - P_0) x F_i
+    T = [S[i] - (Px[i] * Fy[i] - Py[i] * Fx[i]) for i in range(n)]
+    if model.coordinates == "absolute":
+        # generalized force of an absolute angle: T_i minus the moments of its children
+        kids = model.children
+        Q = [T[i] - sum(T[k] for k in kids[i]) if kids[i] else T[i] for i in range(n)]
+    else:
+        Q = T
+    tau = ([Fx[0], Fy[0]] if model.nbase else []) + Q
+    return tau, [(Fx[i], Fy[i]) for i in range(n)], T, [c[i] for i in range(n)], [s[i] for i in range(n)]
+
+
+def _assemble(rows, by_update: bool):
+    """Nested lists of (b,) rows to one array (..., b).
+
+    With ``by_update`` the rows are written one by one into a buffer
+    (dynamic-update-slice): XLA then computes each row in its own vectorised loop.
+    A stack instead becomes one concatenation loop over all the rows, which XLA
+    compiles well for short expressions (up to three segments) and, for longer
+    unrolled recursions, into code up to twenty times slower.
+    """
+    if not by_update:
+        def stack(r):
+            return jnp.stack([stack(x) for x in r]) if isinstance(r, (list, tuple)) else r
+
+        return stack(rows)
+    flat = []
+
+    def walk(r, idx):
+        if isinstance(r, (list, tuple)):
+            for k, x in enumerate(r):
+                walk(x, idx + (k,))
+        else:
+            flat.append((idx, r))
+
+    walk(rows, ())
+    shape = tuple(max(ix[d] for ix, _ in flat) + 1 for d in range(len(flat[0][0])))
+    first = flat[0][1]
+    out = jnp.zeros(shape + first.shape, first.dtype)
+    for ix, r in flat:
+        out = out.at[ix].set(r)
+    return out
+
+
+# -------------------------------------------------------------- chunked driver
+
+METHODS = ("auto", "unrolled", "matrix")
+_UNROLLED_MAX = 10  # segments: "auto" unrolls up to this many, matrix form beyond
+_CHUNK = 8192  # samples per chunk of the matrix form
+
+
+def _plan(model: Model, method: str, chunk, batch: int):
+    """(method, chunk, by_update) for a model and batch size."""
+    if method not in METHODS:
+        raise ValueError(f"method must be one of {METHODS}, got {method!r}")
+    if method == "auto":
+        method = "unrolled" if model.segments <= _UNROLLED_MAX else "matrix"
+    if chunk is None:
+        chunk = 0 if method == "unrolled" else _CHUNK
+    if isinstance(chunk, bool) or not isinstance(chunk, (int, np.integer)) or chunk < 0:
+        raise ValueError(f"chunk must be an int >= 0 (0: the whole batch at once), got {chunk!r}")
+    chunk = int(chunk)
+    if chunk >= batch:
+        chunk = 0
+    return method, chunk, method == "unrolled" and model.segments > 3
+
+
+def _map_chunks(fn, xs, chunk: int):
+    """Apply ``fn`` (batch-last arrays -> pytree of batch-last arrays) chunk by chunk.
+
+    ``xs`` is a tuple of arrays (or None) with the batch on the last axis. A loop over
+    ``B // chunk`` chunks writes into preallocated outputs; the remainder is one more
+    call on a smaller chunk.
+    """
+    B = next(x for x in xs if x is not None).shape[-1]
+    if not chunk:
+        return fn(*xs)
+    nfull, rest = divmod(B, chunk)
+
+    def sl(x, start, size):
+        if x is None:
+            return None
+        return lax.dynamic_slice_in_dim(x, start, size, axis=x.ndim - 1)
+
+    def put(out, res, start):
+        return jax.tree_util.tree_map(
+            lambda o, r: lax.dynamic_update_slice_in_dim(o, r, start, axis=o.ndim - 1), out, res
+        )
+
+    shapes = jax.eval_shape(
+        fn, *[None if x is None else jax.ShapeDtypeStruct(x.shape[:-1] + (chunk,), x.dtype) for x in xs]
+    )
+    out = jax.tree_util.tree_map(lambda s: jnp.zeros(s.shape[:-1] + (B,), s.dtype), shapes)
+    out = lax.fori_loop(0, nfull, lambda k, o: put(o, fn(*[sl(x, k * chunk, chunk) for x in xs]), k * chunk), out)
+    if rest:
+        start = nfull * chunk
+        out = put(out, fn(*[sl(x, start, rest) for x in xs]), start)
+    return out
+
+
+# ------------------------------------------------------------ input handling
+
+
+def _axis(batch_axis) -> int:
+    if batch_axis in (0,):
+        return 0
+    if batch_axis in (-1, 1):
+        return -1
+    raise ValueError(f"batch_axis must be 0 (batch first) or -1 (batch last), got {batch_axis!r}")
+
+
+def _batch_vectors(model: Model, arrays, names, axis: int, size: int | None = None):
+    """Validate (B, size) or (size, B) arrays; return them batch-last with their dtype."""
+    size = model.dof if size is None else size
+    out = []
+    B = None
+    for x, nm in zip(arrays, names):
+        x = jnp.asarray(x)
+        want = f"(B, {size})" if axis == 0 else f"({size}, B)"
+        if x.ndim != 2 or x.shape[1 if axis == 0 else 0] != size:
+            raise ValueError(
+                f"{nm} must have shape {want} for this model (dof={model.dof}) with "
+                f"batch_axis={axis}, got shape {x.shape}"
+            )
+        b = x.shape[0 if axis == 0 else 1]
+        if B is None:
+            B = b
+        elif b != B:
+            raise ValueError(f"{nm} has batch size {b}, but {names[0]} has {B}")
+        out.append(x.T if axis == 0 else x)
+    if B == 0:
+        raise ValueError("the batch is empty (B = 0)")
+    dtype = _float_dtype(*out)
+    return [x.astype(dtype) for x in out], dtype, B
+
+
+def _batch_loads(model: Model, loads, dtype, axis: int, B: int):
+    """Loads as (segments, 3, B) batch-last, (segments, 3, 1) when shared, or None."""
+    if loads is None:
+        return None
+    loads = jnp.asarray(loads)
+    n = model.segments
+    if loads.shape == (n, 3):
+        return loads.astype(dtype)[:, :, None]
+    want = (B, n, 3) if axis == 0 else (n, 3, B)
+    if loads.shape != want:
+        raise ValueError(
+            f"loads must have shape {want} (world-frame wrenches (Fx, Fy, Mz) per segment "
+            f"and sample, batch_axis={axis}) or ({n}, 3) shared by all samples, got {loads.shape}"
+        )
+    loads = jnp.transpose(loads, (1, 2, 0)) if axis == 0 else loads
+    return loads.astype(dtype)
+
+
+def _out(x, axis: int):
+    """Batch-last result (..., B) to the caller's layout."""
+    return jnp.moveaxis(x, -1, 0) if axis == 0 else x
+
+
+def _run(model, q, qd, qdd, loads, method, chunk, B, pick):
+    """Chunked evaluation of ``pick(tau, F, T, cos, sin)`` (rows) over batch-last inputs.
+
+    ``pick`` returns nested lists of rows; they are assembled into one array.
+    """
+    method, chunk, by_update = _plan(model, method, chunk, B)
+    shared = loads is not None and loads.shape[-1] == 1 and B != 1
+
+    def fn(q_, qd_, qdd_, ld_):
+        ld = loads if shared else ld_
+        return _assemble(pick(*_rnea_rows(model, q_, qd_, qdd_, ld, method)), by_update)
+
+    return _map_chunks(fn, (q, qd, qdd, None if shared else loads), chunk)
+
+
+def _prepare(model, q, qd, qdd, loads, batch_axis, names=("q", "qd", "qdd")):
+    axis = _axis(batch_axis)
+    (q, qd, qdd), dtype, B = _batch_vectors(model, (q, qd, qdd), names, axis)
+    model = model.astype(dtype)
+    return model, q, qd, qdd, _batch_loads(model, loads, dtype, axis, B), axis, B
+
+
+# ------------------------------------------------------------------ public API
+
+_ARGS = """model: the model (its parameters are shared by all samples).
+      q: (B, dof) generalized coordinates (m, rad), or (dof, B) with batch_axis=-1.
+      qd: velocities (m/s, rad/s), same layout as q.
+      qdd: accelerations (m/s^2, rad/s^2), same layout as q.
+      loads: optional world-frame wrenches (Fx, Fy, Mz) at the centres of mass (N,
+        N, N m): (B, segments, 3), or (segments, 3, B) with batch_axis=-1, or
+        (segments, 3) shared by every sample.
+      batch_axis: 0 (batch first, transposed internally) or -1 (batch last: the
+        contiguous layout computed in, no copy).
+      method: "unrolled", "matrix" (see the module docstring) or "auto": unrolled up
+        to 10 segments, matrix form beyond.
+      chunk: samples per chunk, 0 for the whole batch at once; default 0 for the
+        unrolled method (it writes nothing but its outputs) and 8192 for the matrix
+        form."""
+
+
+def inverse_dynamics_batch(
+    model: Model, q, qd, qdd, loads=None, *, batch_axis: int = 0, method: str = "auto",
+    chunk: int | None = None,
+):  # fmt: skip
+    """Generalized forces of a batch of samples, tau = M qdd + C + G + E.
+
+    Equals ``jax.vmap`` of :func:`jaxmb.inverse_dynamics` over the batch, computed by
+    the batch-last recursive Newton-Euler pass of this module (no per-sample matrix).
+
+    Args:
+      {args}
+
+    Returns:
+      tau (B, dof), or (dof, B) with batch_axis=-1: joint moments (N m) in relative
+      coordinates; for a floating base the first two entries are the force (N) that
+      the base must supply.
+
+    Raises:
+      ValueError: for inputs of the wrong shape, an empty batch, an unknown method.
+    """
+    model, q, qd, qdd, loads, axis, B = _prepare(model, q, qd, qdd, loads, batch_axis)
+    tau = _run(model, q, qd, qdd, loads, method, chunk, B, lambda tau, F, T, c, s: tau)
+    return _out(tau, axis)
+
+
+def joint_moments_batch(
+    model: Model, q, qd, qdd, loads=None, *, batch_axis: int = 0, method: str = "auto",
+    chunk: int | None = None,
+):  # fmt: skip
+    """Net joint moments of a batch, (B, segments) or (segments, B), N m.
+
+    The batched :func:`jaxmb.joint_moments`: the moment that the parent exerts on each
+    segment at its joint (counter-clockwise positive); for a floating base the root's
+    entry is the moment that the base must supply.
+
+    Args:
+      {args}
+    """
+    model, q, qd, qdd, loads, axis, B = _prepare(model, q, qd, qdd, loads, batch_axis)
+    T = _run(model, q, qd, qdd, loads, method, chunk, B, lambda tau, F, T, c, s: T)
+    return _out(T, axis)
+
+
+def joint_reactions_batch(
+    model: Model, q, qd, qdd, loads=None, *, joints: Sequence[Segment] | Segment | None = None,
+    frame: str = "world", batch_axis: int = 0, method: str = "auto", chunk: int | None = None,
+):  # fmt: skip
+    """Joint reaction forces of a batch, (B, k, 2) or (k, 2, B), N.
+
+    The batched :func:`jaxmb.joint_reactions`: the force that the parent (or the
+    ground) exerts on each requested segment at its joint, from the backward pass,
+    F_i = sum over the subtree of i of (m_j a_j - h_j); it equals Blajer and
+    Czaplicki's projection lambda = E^T (Mp (D qdd + gamma) - h) with their sign
+    reversed. For a floating base, the root's row is the force the base must supply.
+
+    Args:
+      {args}
+      joints: segments (indices or names) whose proximal joints to return; default
+        all, in segment order.
+      frame: "world" for (Fx, Fy), or "segment" for (axial, shear) in the child's
+        frame (axial along the child's axis, positive when the parent pushes the
+        child distally, i.e. compression).
+
+    Returns:
+      (B, k, 2) with batch_axis=0, (k, 2, B) with batch_axis=-1.
+    """
+    if frame not in ("world", "segment"):
+        raise ValueError(f"frame must be 'world' or 'segment', got {frame!r}")
+    if joints is None:
+        idx = tuple(range(model.segments))
+    else:
+        js = (joints,) if isinstance(joints, (str, int, np.integer)) else tuple(joints)
+        if not js:
+            raise ValueError("joints is empty: give None for all joints, or a list of indices or names")
+        idx = tuple(model.index(j) for j in js)
+    model, q, qd, qdd, loads, axis, B = _prepare(model, q, qd, qdd, loads, batch_axis)
+
+    def pick(tau, F, T, c, s):
+        if frame == "world":
+            return [F[i] for i in idx]
+        # (axial, shear) = R(theta)^T (Fx, Fy)
+        return [(c[i] * F[i][0] + s[i] * F[i][1], c[i] * F[i][1] - s[i] * F[i][0]) for i in idx]
+
+    lam = _run(model, q, qd, qdd, loads, method, chunk, B, pick)
+    return _out(lam, axis)
+
+
+def forward_dynamics_batch(
+    model: Model, q, qd, tau, loads=None, *, batch_axis: int = 0, method: str = "auto",
+    chunk: int | None = None,
+):  # fmt: skip
+    """Accelerations of a batch, qdd = M^-1 (tau - C - G - E), (B, dof) or (dof, B).
+
+    The batched :func:`jaxmb.forward_dynamics`. The bias C + G + E is the batched
+    recursion with qdd = 0; the columns of M are its derivatives with respect to qdd
+    (``jax.linearize``: the kinematics are computed once), and every sample's M is
+    factorised by Cholesky.
+
+    Args:
+      {args}
+      tau: (B, dof) generalized forces (N m; N for base translations), or (dof, B)
+        with batch_axis=-1, in place of qdd.
+
+    Returns:
+      qdd (B, dof), or (dof, B) with batch_axis=-1, m/s^2 and rad/s^2.
+    """
+    model, q, qd, tau, loads, axis, B = _prepare(model, q, qd, tau, loads, batch_axis, ("q", "qd", "tau"))
+    method, chunk, by_update = _plan(model, method, chunk, B)
+    shared = loads is not None and loads.shape[-1] == 1 and B != 1
+    dof = model.dof
+
+    def fn(q_, qd_, tau_, ld_):
+        ld = loads if shared else ld_
+
+        def inverse(qdd_):
+            return _assemble(_rnea_rows(model, q_, qd_, qdd_, ld, method)[0], by_update)
+
+        bias, lin = jax.linearize(inverse, jnp.zeros_like(q_))  # tau(qdd) = bias + M qdd
+        eye = jnp.broadcast_to(jnp.eye(dof, dtype=q_.dtype)[:, :, None], (dof, dof) + q_.shape[1:])
+        M = jnp.moveaxis(jax.vmap(lin)(eye), -1, 0)  # (b, dof, dof): row j = column j; symmetric
+        rhs = jnp.moveaxis(tau_ - bias, -1, 0)[..., None]
+        qdd = jsl.cho_solve(jsl.cho_factor(M, lower=True), rhs)[..., 0]
+        return jnp.moveaxis(qdd, 0, -1)
+
+    qdd = _map_chunks(fn, (q, qd, tau, None if shared else loads), chunk)
+    return _out(qdd, axis)
+
+
+for _f in (inverse_dynamics_batch, joint_moments_batch, joint_reactions_batch, forward_dynamics_batch):
+    _f.__doc__ = _f.__doc__.replace("{args}", _ARGS)
+del _f
