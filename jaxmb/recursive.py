@@ -67,7 +67,7 @@ def _rnea(model: Model, q, qd, qdd, loads):
     attach = model.joint_attach
 
     th, om, al = [None] * n, [None] * n, [None] * n
-    P, vP, aP = [None] * n, [None] * n, [None] * n
+    P, aP = [None] * n, [None] * n
     r, ac = [None] * n, [None] * n
     c_th, s_th = [None] * n, [None] * n
 

@@ -78,3 +78,13 @@ def random_state(rng: np.random.Generator, model: jaxmb.Model):
     qdd = 5.0 * rng.standard_normal(dof)
     loads = np.concatenate([20.0 * rng.standard_normal((n, 2)), 5.0 * rng.standard_normal((n, 1))], 1)
     return q, qd, qdd, loads
+
+
+CONFIG_IDS = [f"{'tree' if t else 'chain'}-{b}-{c}" for t, b, c in CONFIGS]
+
+
+def random_case(seed, tree, base, coordinates, n=5):
+    """(model, q, qd, qdd, loads) for one configuration, from a seed."""
+    rng = np.random.default_rng(seed)
+    model = random_model(rng, n, tree=tree, base=base, coordinates=coordinates)
+    return (model, *random_state(rng, model))

@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 import jaxmb
-from random_models import CONFIGS, random_model, random_state
+from random_models import CONFIG_IDS, CONFIGS, random_case
 
 # Tolerances. The quantities are O(1-1e3) (masses up to 10 kg, lengths up to 1 m,
 # rates ~2 rad/s, loads ~20 N); two float64 computations of the same quantity by
@@ -26,13 +26,11 @@ SOLVE_RTOL = 1e-8
 SOLVE_ATOL = 1e-8
 
 N_SEGMENTS = 5
-IDS = [f"{'tree' if t else 'chain'}-{b}-{c}" for t, b, c in CONFIGS]
+IDS = CONFIG_IDS
 
 
 def _case(seed, tree, base, coordinates, n=N_SEGMENTS):
-    rng = np.random.default_rng(seed)
-    model = random_model(rng, n, tree=tree, base=base, coordinates=coordinates)
-    return (model, *random_state(rng, model))
+    return random_case(seed, tree, base, coordinates, n)
 
 
 @pytest.fixture(params=list(enumerate(CONFIGS)), ids=IDS)

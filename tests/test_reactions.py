@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 import jaxmb
-from random_models import CONFIGS, random_model, random_state
+from random_models import CONFIG_IDS, CONFIGS, random_case, random_state
 
 # Reactions are O(10-1e3) N; two float64 evaluations by different operation orders
 # agree to a few hundred ulp of the largest term.
@@ -23,13 +23,11 @@ SOLVE_ATOL = 1e-8
 G = 9.81
 
 N_SEGMENTS = 5
-IDS = [f"{'tree' if t else 'chain'}-{b}-{c}" for t, b, c in CONFIGS]
+IDS = CONFIG_IDS
 
 
 def _case(seed, tree, base, coordinates, n=N_SEGMENTS):
-    rng = np.random.default_rng(seed)
-    model = random_model(rng, n, tree=tree, base=base, coordinates=coordinates)
-    return (model, *random_state(rng, model))
+    return random_case(seed, tree, base, coordinates, n)
 
 
 @pytest.fixture(params=list(enumerate(CONFIGS)), ids=IDS)
