@@ -10,12 +10,10 @@ from __future__ import annotations
 
 import inspect
 import os
-import re
 import subprocess
 import sys
 
 import jax
-import jax.numpy as jnp
 import numpy as np
 import pytest
 
