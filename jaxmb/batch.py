@@ -304,20 +304,15 @@ def _rnea_rows(model: Model, q, qd, qdd, loads, method: str):
     return tau, [(Fx[i], Fy[i]) for i in range(n)], T, [c[i] for i in range(n)], [s[i] for i in range(n)]
 
 
-def _assemble(rows, by_update: bool):
+def _assemble(rows, method: str):
     """Nested lists of (b,) rows to one array (..., b).
 
-    With ``by_update`` the rows are written one by one into a buffer
-    (dynamic-update-slice): XLA then computes each row in its own vectorised loop.
-    A stack instead becomes one concatenation loop over all the rows, which XLA
-    compiles well for short expressions (up to three segments) and, for longer
-    unrolled recursions, into code up to twenty times slower.
+    For the unrolled method with more than three rows, the rows are written one by
+    one into a buffer (dynamic-update-slice): XLA then computes each row in its own
+    vectorised loop. A stack instead becomes one concatenation loop over all the
+    rows, which XLA compiles well for up to three short rows and, for longer unrolled
+    recursions, into code up to twenty times slower (measured).
     """
-    if not by_update:
-        def stack(r):
-            return jnp.stack([stack(x) for x in r]) if isinstance(r, (list, tuple)) else r
-
-        return stack(rows)
     flat = []
 
     def walk(r, idx):
@@ -328,6 +323,11 @@ def _assemble(rows, by_update: bool):
             flat.append((idx, r))
 
     walk(rows, ())
+    if method != "unrolled" or len(flat) <= 3:
+        def stack(r):
+            return jnp.stack([stack(x) for x in r]) if isinstance(r, (list, tuple)) else r
+
+        return stack(rows)
     shape = tuple(max(ix[d] for ix, _ in flat) + 1 for d in range(len(flat[0][0])))
     first = flat[0][1]
     out = jnp.zeros(shape + first.shape, first.dtype)
@@ -344,7 +344,7 @@ _CHUNK = 8192  # samples per chunk of the matrix form
 
 
 def _plan(model: Model, method: str, chunk, batch: int):
-    """(method, chunk, by_update) for a model and batch size."""
+    """(method, chunk) for a model and batch size."""
     if method not in METHODS:
         raise ValueError(f"method must be one of {METHODS}, got {method!r}")
     if method == "auto":
@@ -356,7 +356,7 @@ def _plan(model: Model, method: str, chunk, batch: int):
     chunk = int(chunk)
     if chunk >= batch:
         chunk = 0
-    return method, chunk, method == "unrolled" and model.segments > 3
+    return method, chunk
 
 
 def _map_chunks(fn, xs, chunk: int):
@@ -381,6 +381,9 @@ def _map_chunks(fn, xs, chunk: int):
             lambda o, r: lax.dynamic_update_slice_in_dim(o, r, start, axis=o.ndim - 1), out, res
         )
 
+    # under reverse-mode differentiation, recompute each chunk's forward pass in the
+    # backward loop instead of storing its intermediates for the whole batch
+    fn = jax.checkpoint(fn, policy=jax.checkpoint_policies.nothing_saveable)
     shapes = jax.eval_shape(
         fn, *[None if x is None else jax.ShapeDtypeStruct(x.shape[:-1] + (chunk,), x.dtype) for x in xs]
     )
@@ -456,12 +459,12 @@ def _run(model, q, qd, qdd, loads, method, chunk, B, pick):
 
     ``pick`` returns nested lists of rows; they are assembled into one array.
     """
-    method, chunk, by_update = _plan(model, method, chunk, B)
+    method, chunk = _plan(model, method, chunk, B)
     shared = loads is not None and loads.shape[-1] == 1 and B != 1
 
     def fn(q_, qd_, qdd_, ld_):
         ld = loads if shared else ld_
-        return _assemble(pick(*_rnea_rows(model, q_, qd_, qdd_, ld, method)), by_update)
+        return _assemble(pick(*_rnea_rows(model, q_, qd_, qdd_, ld, method)), method)
 
     return _map_chunks(fn, (q, qd, qdd, None if shared else loads), chunk)
 
@@ -598,7 +601,7 @@ def forward_dynamics_batch(
       qdd (B, dof), or (dof, B) with batch_axis=-1, m/s^2 and rad/s^2.
     """
     model, q, qd, tau, loads, axis, B = _prepare(model, q, qd, tau, loads, batch_axis, ("q", "qd", "tau"))
-    method, chunk, by_update = _plan(model, method, chunk, B)
+    method, chunk = _plan(model, method, chunk, B)
     shared = loads is not None and loads.shape[-1] == 1 and B != 1
     dof = model.dof
 
@@ -606,7 +609,7 @@ def forward_dynamics_batch(
         ld = loads if shared else ld_
 
         def inverse(qdd_):
-            return _assemble(_rnea_rows(model, q_, qd_, qdd_, ld, method)[0], by_update)
+            return _assemble(_rnea_rows(model, q_, qd_, qdd_, ld, method)[0], method)
 
         bias, lin = jax.linearize(inverse, jnp.zeros_like(q_))  # tau(qdd) = bias + M qdd
         eye = jnp.broadcast_to(jnp.eye(dof, dtype=q_.dtype)[:, :, None], (dof, dof) + q_.shape[1:])

@@ -1,0 +1,255 @@
+"""The batched fast path (issue 4): jaxmb.batch against the single-sample functions.
+
+References: ``jax.vmap`` of the single-sample functions evaluated by the projection
+formulas (tau = D^T (Mp (D qdd + gamma) - h), lambda = E^T (...), derivatives of the
+pose map: a different algorithm from the recursion that the batch path runs), NumPy's
+sin and cos for :func:`jaxmb.batch.sincos`, and the inverse of inverse dynamics for
+the forward dynamics. Random models and states with fixed seeds, every combination
+of chain/tree, fixed/floating base and relative/absolute coordinates, both methods.
+"""
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+import jaxmb
+from jaxmb import batch as jb
+from random_models import CONFIG_IDS, CONFIGS, random_model, random_state
+
+# The recursion and the projection differ in operation order: a few hundred ulp of
+# the largest term (forces up to ~1e3 N, moments ~1e3 N m).
+RTOL = 1e-10
+ATOL = 1e-9
+# Through a Cholesky solve: the condition number of M (up to ~1e4 for random trees).
+SOLVE_RTOL = 1e-8
+SOLVE_ATOL = 1e-8
+# float32: ~1e-7 relative per operation, accumulated over the recursion; moments
+# ~1e3 N m.
+F32_RTOL = 2e-4
+F32_ATOL = 2e-2
+
+B = 13  # odd, so that chunks of 4 leave a remainder
+
+
+def batch_state(seed, model, batch=B):
+    """(q, qd, qdd, loads), each with the batch first: (B, dof) and (B, segments, 3)."""
+    rng = np.random.default_rng(seed)
+    states = [random_state(rng, model) for _ in range(batch)]
+    return tuple(np.stack([s[k] for s in states]) for k in range(4))
+
+
+def vmapped(fn, model, *xs, **kw):
+    return jax.vmap(lambda *a: fn(model, *a, **kw))(*xs)
+
+
+# ------------------------------------------------------------------ sincos
+
+
+def test_sincos_matches_numpy_float64():
+    rng = np.random.default_rng(0)
+    # angles of a motion (|x| < 100 rad) and far beyond, up to 1e5 rad
+    x = np.concatenate([rng.uniform(-100, 100, 20000), rng.uniform(-1e5, 1e5, 20000),
+                        np.arange(-8, 9) * np.pi / 4])  # fmt: skip
+    c, s = jax.jit(jb.sincos)(jnp.asarray(x))
+    assert c.dtype == jnp.float64 and s.dtype == jnp.float64
+    # the reduction is exact and the polynomials are below half an ulp: about 1 ulp
+    # of the result (<= 1.2e-16 on [-1, 1]); numpy's libm is itself within 1 ulp
+    np.testing.assert_allclose(np.asarray(c), np.cos(x), rtol=0, atol=3e-16)
+    np.testing.assert_allclose(np.asarray(s), np.sin(x), rtol=0, atol=3e-16)
+
+
+def test_sincos_float32_and_derivative():
+    rng = np.random.default_rng(1)
+    x = rng.uniform(-50, 50, 20000).astype(np.float32)
+    c, s = jb.sincos(jnp.asarray(x))
+    assert c.dtype == jnp.float32
+    # float32: one rounding of the argument's reduction and of the result, ~1e-7
+    np.testing.assert_allclose(np.asarray(c), np.cos(x.astype(np.float64)), atol=3e-7)
+    np.testing.assert_allclose(np.asarray(s), np.sin(x.astype(np.float64)), atol=3e-7)
+    # custom JVP: d cos = -sin dx, d sin = cos dx, in both modes
+    x64 = jnp.asarray(rng.uniform(-5, 5, 7))
+    dc = jax.vmap(jax.grad(lambda t: jb.sincos(t)[0]))(x64)
+    ds = jax.vmap(jax.jacfwd(lambda t: jb.sincos(t)[1]))(x64)
+    np.testing.assert_allclose(dc, -np.sin(np.asarray(x64)), rtol=0, atol=3e-16)
+    np.testing.assert_allclose(ds, np.cos(np.asarray(x64)), rtol=0, atol=3e-16)
+
+
+# ------------------------------------------------------- inverse dynamics
+
+
+@jax.jit
+def _references(model, q, qd, qdd, loads):
+    tau = vmapped(jaxmb.inverse_dynamics, model, q, qd, qdd, loads, method="projection")
+    lam = vmapped(jaxmb.joint_reactions, model, q, qd, qdd, loads, frame="segment")
+    return tau, lam
+
+
+@jax.jit
+def _batched(model, q, qd, qdd, loads):
+    out = {}
+    for method, chunk in (("unrolled", 0), ("matrix", 4)):
+        kw = dict(method=method, chunk=chunk)
+        out[method] = (
+            jb.inverse_dynamics_batch(model, q, qd, qdd, loads, **kw),
+            jb.joint_reactions_batch(model, q, qd, qdd, loads, frame="segment", **kw),
+        )
+    return out
+
+
+@pytest.mark.parametrize("tree,base,coordinates", CONFIGS, ids=CONFIG_IDS)
+def test_batch_matches_projection(tree, base, coordinates):
+    rng = np.random.default_rng(10)
+    model = random_model(rng, 4, tree=tree, base=base, coordinates=coordinates)
+    q, qd, qdd, loads = batch_state(11, model)
+    refs = _references(model, q, qd, qdd, loads)
+    for method, outs in _batched(model, q, qd, qdd, loads).items():
+        for name, got, ref in zip(("tau", "reactions"), outs, refs):
+            assert got.shape == ref.shape
+            np.testing.assert_allclose(got, ref, rtol=RTOL, atol=ATOL, err_msg=f"{method} {name}")
+
+
+@pytest.mark.parametrize("method", ["unrolled", "matrix"])
+def test_moments_and_batch_last_layout(method):
+    # the seven-segment human (floating base, absolute coordinates, a tree):
+    # joint moments, batch-last arrays, loads shared by all samples
+    model = jaxmb.seven_segment_human()
+    q, qd, qdd, loads = batch_state(12, model)
+
+    @jax.jit
+    def run(model, q, qd, qdd, loads):
+        T = jb.joint_moments_batch(model, q, qd, qdd, loads, method=method, chunk=4)
+        tau = jb.inverse_dynamics_batch(model, q.T, qd.T, qdd.T, loads[0], batch_axis=-1, method=method, chunk=4)
+        ref_T = vmapped(jaxmb.joint_moments, model, q, qd, qdd, loads)
+        ref_tau = vmapped(jaxmb.inverse_dynamics, model, q, qd, qdd, loads=loads[0])
+        return T, ref_T, tau, ref_tau
+
+    T, ref_T, tau, ref_tau = run(model, q, qd, qdd, loads)
+    assert tau.shape == (model.dof, B)
+    np.testing.assert_allclose(T, ref_T, rtol=RTOL, atol=ATOL)
+    np.testing.assert_allclose(tau.T, ref_tau, rtol=RTOL, atol=ATOL)
+
+
+def test_long_chain_auto_uses_matrix_form_and_matches():
+    # 14 segments: "auto" takes the matrix form; chunks of 5 leave a remainder of 3
+    rng = np.random.default_rng(20)
+    model = random_model(rng, 14, coordinates="relative")
+    q, qd, qdd, loads = batch_state(21, model)
+    assert jb._plan(model, "auto", None, 10**6) == ("matrix", jb._CHUNK)
+
+    @jax.jit
+    def run(model, q, qd, qdd, loads):
+        tau = jb.inverse_dynamics_batch(model, q, qd, qdd, chunk=5)
+        lam = jb.joint_reactions_batch(model, q, qd, qdd, loads, joints=["s13", 2], chunk=5)
+        ref = vmapped(jaxmb.inverse_dynamics, model, q, qd, qdd)
+        ref_lam = vmapped(jaxmb.joint_reactions, model, q, qd, qdd, loads, joints=["s13", 2], method="recursive")
+        return tau, ref, lam, ref_lam
+
+    tau, ref, lam, ref_lam = run(model, q, qd, qdd, loads)
+    np.testing.assert_allclose(tau, ref, rtol=RTOL, atol=ATOL)
+    assert lam.shape == (B, 2, 2)
+    np.testing.assert_allclose(lam, ref_lam, rtol=RTOL, atol=ATOL)
+
+
+@pytest.mark.parametrize("tree,base,coordinates", CONFIGS[::3], ids=CONFIG_IDS[::3])
+def test_forward_dynamics_batch_inverts_inverse(tree, base, coordinates):
+    rng = np.random.default_rng(40)
+    model = random_model(rng, 4, tree=tree, base=base, coordinates=coordinates)
+    q, qd, qdd, loads = batch_state(41, model)
+    tau = jax.jit(vmapped, static_argnums=0)(jaxmb.inverse_dynamics, model, q, qd, qdd, loads)
+
+    @jax.jit
+    def forward(model, q, qd, tau, loads):
+        return [jb.forward_dynamics_batch(model, q, qd, tau, loads, method=m, chunk=c)
+                for m, c in (("unrolled", 0), ("matrix", 4))]  # fmt: skip
+
+    for acc in forward(model, q, qd, tau, loads):
+        np.testing.assert_allclose(acc, qdd, rtol=SOLVE_RTOL, atol=SOLVE_ATOL)
+
+
+# ------------------------------------------------ dtype, jit, grad, memory
+
+
+def test_float32_stays_float32():
+    model = jaxmb.seven_segment_human()
+    q, qd, qdd, _ = batch_state(50, model)
+    f32 = [x.astype(np.float32) for x in (q, qd, qdd)]
+    run = jax.jit(lambda m, *x: (jb.inverse_dynamics_batch(m, *x), jb.joint_reactions_batch(m, *x, method="matrix")))
+    tau32, lam32 = run(model, *f32)
+    assert tau32.dtype == jnp.float32 and lam32.dtype == jnp.float32
+    tau64, lam64 = run(model, *[x.astype(np.float64) for x in f32])
+    assert tau64.dtype == jnp.float64
+    np.testing.assert_allclose(tau32, tau64, rtol=F32_RTOL, atol=F32_ATOL)
+    np.testing.assert_allclose(lam32, lam64, rtol=F32_RTOL, atol=F32_ATOL)
+
+
+def test_gradient_equals_vmapped_core():
+    # d/d(parameters) of a batched squared-torque loss, through jit, against the same
+    # loss built on jax.vmap of the core function (reverse mode through both)
+    rng = np.random.default_rng(60)
+    model = random_model(rng, 3, tree=True, base="floating", coordinates="absolute")
+    q, qd, qdd, loads = batch_state(61, model)
+
+    def loss_batch(m, method):
+        return jnp.sum(jb.inverse_dynamics_batch(m, q, qd, qdd, loads, method=method, chunk=5) ** 2)
+
+    def loss_ref(m):
+        return jnp.sum(vmapped(jaxmb.inverse_dynamics, m, q, qd, qdd, loads) ** 2)
+
+    grads = jax.jit(lambda m: [jax.grad(loss_ref)(m)] + [jax.grad(loss_batch)(m, k) for k in ("unrolled", "matrix")])
+    ref, *got = grads(model)
+    for method, g in zip(("unrolled", "matrix"), got):
+        for name in ("com", "mass", "inertia", "attach", "gravity"):
+            np.testing.assert_allclose(getattr(g, name), getattr(ref, name), rtol=RTOL, atol=1e-7,
+                                       err_msg=f"{method} d/d{name}")  # fmt: skip
+
+
+def test_no_per_sample_matrices_and_no_recompilation():
+    # The inverse dynamics path writes nothing but its output for a short chain, and
+    # a bounded per-chunk workspace for the matrix form: no (B, dof, dof) array.
+    rng = np.random.default_rng(70)
+    batch = 4096
+    for n, method, chunk in ((3, "unrolled", None), (12, "matrix", 1024)):
+        model = random_model(rng, n)
+        x = jnp.zeros((n, batch))
+        f = jax.jit(lambda m, a, b, c: jb.inverse_dynamics_batch(m, a, b, c, batch_axis=-1, method=method, chunk=chunk))
+        compiled = f.lower(model, x, x, x).compile()
+        mem = compiled.memory_analysis()
+        inputs_outputs = 4 * x.size * x.dtype.itemsize
+        # per-sample dense matrices would need n * n * batch * 8 bytes of workspace
+        assert mem.temp_size_in_bytes < 0.5 * n * n * batch * 8, (n, mem.temp_size_in_bytes)
+        if method == "unrolled":
+            assert mem.temp_size_in_bytes < 0.05 * inputs_outputs
+    # a new parameter value does not recompile (parameters are traced leaves)
+    g = jax.jit(lambda m, a: jb.inverse_dynamics_batch(m, a, a, a))
+    model = random_model(rng, 3)
+    a = jnp.ones((5, 3))
+    g(model, a)
+    n_compiled = g._cache_size()
+    g(model.replace(mass=model.mass * 2), a)
+    assert g._cache_size() == n_compiled
+
+
+def test_invalid_inputs_raise():
+    model = jaxmb.chain([1.0, 1.0], 0.5, 1.0, 0.1)
+    q = np.zeros((4, 2))
+    with pytest.raises(ValueError, match=r"q must have shape \(B, 2\)"):
+        jb.inverse_dynamics_batch(model, q.T, q, q)
+    with pytest.raises(ValueError, match=r"qdd has batch size 3"):
+        jb.inverse_dynamics_batch(model, q, q, q[:3])
+    with pytest.raises(ValueError, match="batch_axis"):
+        jb.inverse_dynamics_batch(model, q, q, q, batch_axis=2)
+    with pytest.raises(ValueError, match="method"):
+        jb.inverse_dynamics_batch(model, q, q, q, method="scan")
+    with pytest.raises(ValueError, match="chunk"):
+        jb.inverse_dynamics_batch(model, q, q, q, chunk=-1)
+    with pytest.raises(ValueError, match="empty"):
+        jb.inverse_dynamics_batch(model, q[:0], q[:0], q[:0])
+    with pytest.raises(ValueError, match="loads must have shape"):
+        jb.inverse_dynamics_batch(model, q, q, q, np.zeros((4, 3, 2)))
+    with pytest.raises(ValueError, match="frame"):
+        jb.joint_reactions_batch(model, q, q, q, frame="body")
+    with pytest.raises(ValueError, match="joints is empty"):
+        jb.joint_reactions_batch(model, q, q, q, joints=[])
+    with pytest.raises(ValueError, match="tau must have shape"):
+        jb.forward_dynamics_batch(model, q, q, q[:, :1])

@@ -1,0 +1,129 @@
+"""jaxmb.sharded (issue 4): the batch split across devices, results unchanged.
+
+Four CPU devices are simulated in a subprocess (``XLA_FLAGS`` must be set before JAX
+starts): the sharded inverse dynamics, reactions and a two-output pipeline must put
+one block of the batch on each device and return what one device computes.
+"""
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+
+import jax
+import numpy as np
+import pytest
+from jax.sharding import Mesh
+
+import jaxmb
+from jaxmb import batch as jb
+from jaxmb.sharding import batch_mesh, sharded
+
+# Each device runs the very program that one jitted device runs on that block, so the
+# blocks agree bit for bit. Against one device computing the whole batch at once the
+# vectorised loop is split differently (blocks of 16 against 64 samples: other
+# elements fall in the scalar remainder loop, which may round differently), so allow
+# a few ulp of the largest moment (~1e3 N m).
+WHOLE_ATOL = 1e-12
+
+SCRIPT = textwrap.dedent(
+    """
+    import json
+    import jax, numpy as np
+    jax.config.update("jax_enable_x64", True)
+    import jaxmb
+    from jaxmb.batch import inverse_dynamics_batch, joint_reactions_batch, joint_moments_batch
+    from jaxmb.sharding import sharded
+
+    model = jaxmb.seven_segment_human()
+    rng = np.random.default_rng(0)
+    B, ndev = 64, len(jax.devices())
+    q, qd, qdd = (rng.standard_normal((B, model.dof)) for _ in range(3))
+
+    def pipeline(model, q, qd, qdd):  # moments and segment-frame reactions together
+        return (joint_moments_batch(model, q, qd, qdd),
+                joint_reactions_batch(model, q, qd, qdd, frame="segment"))
+
+    def blocks(fn, *xs, axis=0):  # one device, block by block, concatenated
+        fn = jax.jit(fn)
+        parts = [fn(model, *[np.split(x, ndev, axis=axis)[k] for x in xs]) for k in range(ndev)]
+        return jax.tree_util.tree_map(lambda *p: np.concatenate(p, axis=axis), *parts)
+
+    out = {"devices": ndev, "cases": {}}
+    cases = {
+        "inverse": (sharded(inverse_dynamics_batch), inverse_dynamics_batch, (q, qd, qdd), 0),
+        "reactions": (sharded(joint_reactions_batch), joint_reactions_batch, (q, qd, qdd), 0),
+        "pipeline": (sharded(pipeline), pipeline, (q, qd, qdd), 0),
+        "batch_last": (sharded(lambda m, *x: inverse_dynamics_batch(m, *x, batch_axis=-1), batch_axis=-1),
+                       lambda m, *x: inverse_dynamics_batch(m, *x, batch_axis=-1), (q.T, qd.T, qdd.T), -1),
+    }
+    for name, (fn_sharded, fn, xs, axis) in cases.items():
+        got = fn_sharded(model, *xs)
+        leaves = jax.tree_util.tree_leaves(got)
+        block = jax.tree_util.tree_leaves(blocks(fn, *xs, axis=axis))
+        whole = jax.tree_util.tree_leaves(jax.jit(fn)(model, *xs))
+        out["cases"][name] = {
+            "shard_devices": [sorted(s.device.id for s in x.addressable_shards) for x in leaves],
+            "shard_shapes": [sorted({s.data.shape for s in x.addressable_shards}) for x in leaves],
+            "shapes": [x.shape for x in leaves],
+            "specs": [str(x.sharding.spec) for x in leaves],
+            "equal_blocks": all(np.array_equal(np.asarray(a), b) for a, b in zip(leaves, block)),
+            "max_diff_whole": max(float(np.abs(np.asarray(a) - np.asarray(b)).max()) for a, b in zip(leaves, whole)),
+        }
+    # 30 samples on 4 devices: padded, split, cut
+    got = sharded(inverse_dynamics_batch)(model, q[:30], qd[:30], qdd[:30])
+    out["uneven_max_diff"] = float(np.abs(np.asarray(got) - np.asarray(inverse_dynamics_batch(model, q[:30], qd[:30], qdd[:30]))).max())
+    out["uneven_shape"] = got.shape
+    print("RESULT" + json.dumps(out))
+    """
+)
+
+
+@pytest.fixture(scope="module")
+def four_devices():
+    env = dict(os.environ, XLA_FLAGS="--xla_force_host_platform_device_count=4", JAX_PLATFORMS="cpu")
+    proc = subprocess.run([sys.executable, "-c", SCRIPT], capture_output=True, text=True, env=env, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    line = [ln for ln in proc.stdout.splitlines() if ln.startswith("RESULT")][-1]
+    return json.loads(line[len("RESULT"):])
+
+
+def test_batch_really_split_over_four_devices(four_devices):
+    assert four_devices["devices"] == 4
+    for name, case in four_devices["cases"].items():
+        for devices, shard_shapes, shape, spec in zip(
+            case["shard_devices"], case["shard_shapes"], case["shapes"], case["specs"]
+        ):
+            assert devices == [0, 1, 2, 3], name  # one shard on each device
+            # every shard holds a quarter of the batch, 64 / 4 = 16 samples
+            axis = -1 if name == "batch_last" else 0
+            expected = list(shape)
+            expected[axis] = shape[axis] // 4
+            assert shard_shapes == [expected], (name, shard_shapes, shape)
+            assert "batch" in spec, (name, spec)
+
+
+def test_sharded_results_equal_one_device(four_devices):
+    for name, case in four_devices["cases"].items():
+        assert case["equal_blocks"], name
+        assert case["max_diff_whole"] <= WHOLE_ATOL, (name, case["max_diff_whole"])
+    assert four_devices["uneven_shape"] == [30, 9]
+    assert four_devices["uneven_max_diff"] <= WHOLE_ATOL
+
+
+def test_single_device_and_validation():
+    model = jaxmb.chain([0.4, 0.3], 0.2, [2.0, 1.5], [0.03, 0.02])
+    rng = np.random.default_rng(3)
+    q, qd, qdd = (rng.standard_normal((8, 2)) for _ in range(3))
+    mesh = batch_mesh(jax.devices()[:1])
+    got = sharded(jb.inverse_dynamics_batch, mesh)(model, q, qd, qdd)
+    np.testing.assert_allclose(got, jax.jit(jb.inverse_dynamics_batch)(model, q, qd, qdd), rtol=0, atol=WHOLE_ATOL)
+    with pytest.raises(ValueError, match="one-dimensional"):
+        sharded(jb.inverse_dynamics_batch, Mesh(np.asarray(jax.devices()[:1]).reshape(1, 1), ("a", "b")))
+    with pytest.raises(ValueError, match="no batched argument"):
+        sharded(lambda m: m.mass)(model)
+    with pytest.raises(ValueError, match="same batch size"):
+        sharded(jb.inverse_dynamics_batch)(model, q, qd, qdd[:4])
+    with pytest.raises(ValueError, match="batch_axis"):
+        sharded(jb.inverse_dynamics_batch, batch_axis=1)
