@@ -21,7 +21,8 @@ of mass c_i = P_i + R(theta_i) com_i:
     f_i = m_i a_c_i - h_i,   mu_i = I_i alpha_i - Mz_i + (c_i - P_0) x f_i
     F_i = sum_{j in subtree(i)} f_j,   T_i = sum_{j in subtree(i)} mu_j - (P_i - P_0) x F_i
 
-with u = (cos, sin), n = (-sin, cos), a_i the attachment distance, h the applied
+with u = (cos, sin), n = (-sin, cos), a_i the joint's distance along the parent's
+axis (``model.joint_attach``), h the applied
 force (gravity and loads) and Mz the applied moment. F_i and T_i are the force and
 moment that the parent exerts on segment i at its joint (as in
 :func:`jaxmb.rnea_full`); positions are taken relative to the root's joint P_0, which
@@ -212,10 +213,11 @@ def _kernel_unrolled(model: Model, q, qd, qdd, loads):
     qa, qda, qdda = q[nb:], qd[nb:], qdd[nb:]
     zero = jnp.zeros(q.shape[1:], q.dtype)
     base_acc = (qdd[0], qdd[1]) if nb else (zero, zero)
+    attach = model.joint_attach
     st = [None] * n
     st[0] = _root_state(qa, qda, qdda, base_acc, zero)
     for i in range(1, n):
-        st[i] = _child_state(st[parent[i]], model.attach[i], qa[i], qda[i], qdda[i], absolute)
+        st[i] = _child_state(st[parent[i]], attach[i], qa[i], qda[i], qdda[i], absolute)
     acc = [
         _segment_wrench(
             (model.com[i, 0], model.com[i, 1]), model.mass[i], model.inertia[i], model.gravity,
@@ -255,7 +257,7 @@ def _kernel_matrix(model: Model, q, qd, qdd, loads):
         if p >= 0:
             sel[i, p] = 1.0
     # A_e = A diag(attach on non-roots) S_parent: P_i = sum over the path of a_k u_parent(k)
-    Ae = A @ (model.attach[:, None] * jnp.asarray(sel, dt))
+    Ae = A @ (model.joint_attach[:, None] * jnp.asarray(sel, dt))
     AeI = jnp.concatenate([Ae, jnp.eye(n, dtype=dt)])
     mm = lambda M, x: jnp.matmul(M, x, precision=lax.Precision.HIGHEST)  # noqa: E731
     qa, qda, qdda = q[nb:], qd[nb:], qdd[nb:]

@@ -183,11 +183,13 @@ def test_float32_stays_float32():
     np.testing.assert_allclose(lam32, lam64, rtol=F32_RTOL, atol=F32_ATOL)
 
 
-def test_gradient_equals_vmapped_core():
+@pytest.mark.parametrize("tree", [True, False], ids=["tree-explicit-attach", "chain-joints-at-ends"])
+def test_gradient_equals_vmapped_core(tree):
     # d/d(parameters) of a batched squared-torque loss, through jit, against the same
-    # loss built on jax.vmap of the core function (reverse mode through both)
+    # loss built on jax.vmap of the core function (reverse mode through both). In the
+    # chain the joints sit at the parents' distal ends, so lengths move them.
     rng = np.random.default_rng(60)
-    model = random_model(rng, 3, tree=True, base="floating", coordinates="absolute")
+    model = random_model(rng, 3, tree=tree, base="floating", coordinates="absolute")
     q, qd, qdd, loads = batch_state(61, model)
 
     def loss_batch(m, method):
@@ -199,7 +201,7 @@ def test_gradient_equals_vmapped_core():
     grads = jax.jit(lambda m: [jax.grad(loss_ref)(m)] + [jax.grad(loss_batch)(m, k) for k in ("unrolled", "matrix")])
     ref, *got = grads(model)
     for method, g in zip(("unrolled", "matrix"), got):
-        for name in ("com", "mass", "inertia", "attach", "gravity"):
+        for name in ("length", "com", "mass", "inertia", "attach", "gravity"):
             np.testing.assert_allclose(getattr(g, name), getattr(ref, name), rtol=RTOL, atol=1e-7,
                                        err_msg=f"{method} d/d{name}")  # fmt: skip
 
