@@ -51,9 +51,16 @@ from .anthropometry import (
     to_vertical,
     two_link_arm,
 )
+from .batch import (
+    forward_dynamics_batch,
+    inverse_dynamics_batch,
+    joint_moments_batch,
+    joint_reactions_batch,
+)
 from .model import Model, chain, tree
 from .reactions import joint_reactions
 from .recursive import rnea, rnea_full
+from .sharding import batch_mesh, sharded
 from .simulate import Trajectory, simulate
 
 __version__ = "0.1.0"
@@ -108,6 +115,13 @@ __all__ = [
     "SEVEN_SEGMENT_POINTING",
     "from_vertical",
     "to_vertical",
+    # batches (batch as the contiguous axis) and devices
+    "inverse_dynamics_batch",
+    "joint_moments_batch",
+    "joint_reactions_batch",
+    "forward_dynamics_batch",
+    "sharded",
+    "batch_mesh",
     # simulation
     "simulate",
     "Trajectory",

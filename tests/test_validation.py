@@ -331,7 +331,7 @@ def test_every_public_function_of_q_is_in_the_shape_table():
             continue
         params = list(inspect.signature(obj).parameters)
         if params[:1] == ["model"] and len(params) > 1 and params[1] in ("q", "q0", "x", "Q", "loads"):
-            if name not in CALLS:
+            if name not in CALLS and not name.endswith("_batch"):  # batch shapes: test_batch.py
                 missing.append(name)
     assert not missing, f"add shape checks for {missing} to CALLS in tests/test_validation.py"
 
