@@ -1,0 +1,172 @@
+"""Compile time, single-call latency and peak memory.
+
+- compile time: ``jax.jit(f).lower(args).compile()`` timed apart from running (after
+  ``jax.clear_caches()``; the backend is warmed up first), for the seven-segment
+  human's batched inverse dynamics, reactions and forward dynamics, a 20-segment
+  chain, and the single-sample core functions;
+- latency: one sample per call (jitted, dispatch included) for jaxmb's core and
+  batched functions, ``pin.rnea``, ``mj_inverse``, the NumPy recursion and SymPy;
+- memory: XLA's own account of the compiled batched inverse dynamics (arguments,
+  outputs, temporaries) and the peak resident memory of a fresh process around one
+  call, for a 3-segment chain and a batch of 1e6 in float64, against NumPy and
+  ``jit(vmap(...))``.
+
+Run: ``python -m benchmarks.bench_system [--quick]``.
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+
+import numpy as np
+
+from . import common
+from .baselines import MujocoBaseline, PinocchioBaseline, numpy_rnea, sympy_chain, to_relative
+
+
+def compile_times(quick: bool = False, log=print) -> list:
+    import jax
+    import jax.numpy as jnp
+
+    import jaxmb
+    from jaxmb.batch import forward_dynamics_batch, inverse_dynamics_batch, joint_reactions_batch
+
+    common.enable_x64()
+    jax.jit(lambda x: x + 1).lower(jnp.zeros(3)).compile()  # backend start-up, not counted
+    every = dict(common.models())
+    B = 10**5
+    fns = {
+        "inverse_dynamics_batch": lambda m, q, qd, qdd: inverse_dynamics_batch(m, q, qd, qdd, batch_axis=-1),
+        "joint_reactions_batch": lambda m, q, qd, qdd: joint_reactions_batch(m, q, qd, qdd, batch_axis=-1),
+        "joint_reactions_batch(segment frame)": lambda m, q, qd, qdd: joint_reactions_batch(
+            m, q, qd, qdd, frame="segment", batch_axis=-1),
+        "forward_dynamics_batch": lambda m, q, qd, qdd: forward_dynamics_batch(m, q, qd, qdd, batch_axis=-1),
+        "inverse_dynamics (one sample)": lambda m, q, qd, qdd: jaxmb.inverse_dynamics(m, q[:, 0], qd[:, 0], qdd[:, 0]),
+        "joint_reactions (one sample)": lambda m, q, qd, qdd: jaxmb.joint_reactions(m, q[:, 0], qd[:, 0], qdd[:, 0]),
+    }
+    rows = []
+    for name in ("human7", "chain20", "chain3"):
+        model = every[name]
+        args = (model,) + tuple(jax.ShapeDtypeStruct((model.dof, B), jnp.float64) for _ in range(3))
+        for fname, fn in fns.items():
+            if name != "human7" and "batch" not in fname:
+                continue
+            reps = []
+            for _ in range(1 if quick else 3):
+                jax.clear_caches()
+                t0 = time.perf_counter()
+                lowered = jax.jit(fn).lower(*args)
+                t1 = time.perf_counter()
+                lowered.compile()
+                t2 = time.perf_counter()
+                reps.append((t1 - t0, t2 - t1))
+            trace, comp = np.median([r[0] for r in reps]), np.median([r[1] for r in reps])
+            rows.append({"model": name, "function": fname, "batch": B, "trace_lower_s": float(trace),
+                         "compile_s": float(comp), "total_s": float(trace + comp), "load": common.load()})  # fmt: skip
+            log(f"CT {name:7s} {fname:38s} trace+lower {trace:6.3f} s  compile {comp:6.3f} s")
+    return rows
+
+
+def latency(quick: bool = False, log=print) -> list:
+    import jax
+
+    import jaxmb
+    from jaxmb.batch import inverse_dynamics_batch
+
+    common.enable_x64()
+    every = dict(common.models())
+    rows = []
+    core = jax.jit(jaxmb.inverse_dynamics)
+    batched = jax.jit(lambda m, q, qd, qdd: inverse_dynamics_batch(m, q, qd, qdd))
+    for name in ("chain3", "human7"):
+        model = every[name]
+        q, qd, qdd = (x[:, 0] for x in common.states(model, 1, seed=3))
+        jq = tuple(jax.device_put(x) for x in (q, qd, qdd))
+        jb1 = tuple(jax.device_put(x[None]) for x in (q, qd, qdd))
+        rel = [to_relative(model, x[None]) for x in (q, qd, qdd)]
+        mj, pb = MujocoBaseline(model), PinocchioBaseline(model)
+        d, mjm = mj.data, mj.mj
+
+        def mj_one():
+            d.qpos[:] = rel[0][0]
+            d.qvel[:] = rel[1][0]
+            d.qacc[:] = rel[2][0]
+            mj.mujoco.mj_inverse(mjm, d)
+            return d.qfrc_inverse
+
+        cases = {
+            "jaxmb inverse_dynamics (jit, one sample)": lambda: core(model, *jq).block_until_ready(),
+            "jaxmb inverse_dynamics_batch (jit, B=1)": lambda: batched(model, *jb1).block_until_ready(),
+            "pinocchio rnea": lambda: pb.pin.rnea(pb.pm, pb.data, rel[0][0], rel[1][0], rel[2][0]),
+            "mujoco mj_inverse": mj_one,
+            "numpy recursion (B=1)": lambda: numpy_rnea(model, q[:, None], qd[:, None], qdd[:, None]),
+        }
+        if name == "chain3":
+            fn, _ = sympy_chain(model)
+            cases["sympy lambdified"] = lambda: fn(q[:, None], qd[:, None], qdd[:, None])
+        t = common.alternate(cases, 5 if quick else 15, inner=200, warmup=50)
+        for k, v in t.items():
+            rows.append({"model": name, "what": k, "median_us": v["median"] * 1e6, "min_us": v["min"] * 1e6,
+                         "load": common.load()})  # fmt: skip
+            log(f"LT {name:7s} {k:42s} {v['median'] * 1e6:9.2f} us")
+    return rows
+
+
+def memory(quick: bool = False, log=print) -> dict:
+    """Peak memory of one batched inverse dynamics call, 3-segment chain, float64.
+
+    JAX: XLA's account of the compiled call (its arguments, outputs and temporary
+    buffers: everything it allocates); NumPy: ``tracemalloc``'s peak of the arrays
+    allocated during the call (NumPy reports its allocations to it), plus the inputs.
+    """
+    import tracemalloc
+
+    import jax
+    import jax.numpy as jnp
+
+    import jaxmb
+    from jaxmb.batch import inverse_dynamics_batch
+
+    common.enable_x64()
+    B = 10**5 if quick else 10**6
+    model = common.chain_model(3)
+    last = tuple(jax.ShapeDtypeStruct((model.dof, B), jnp.float64) for _ in range(3))
+    first = tuple(jax.ShapeDtypeStruct((B, model.dof), jnp.float64) for _ in range(3))
+    out = {"model": "chain3", "batch": B, "dtype": "float64"}
+    cases = (
+        ("jaxmb", lambda m, *x: inverse_dynamics_batch(m, *x, batch_axis=-1), last),
+        ("jaxmb matrix form", lambda m, *x: inverse_dynamics_batch(m, *x, batch_axis=-1, method="matrix"), last),
+        ("jaxmb batch first", lambda m, *x: inverse_dynamics_batch(m, *x), first),
+        ("jax_vmap", jax.vmap(jaxmb.inverse_dynamics, in_axes=(None, 0, 0, 0)), first),
+    )
+    for label, fn, spec in cases:
+        ma = jax.jit(fn).lower(model, *spec).compile().memory_analysis()
+        args, outs, temp = ma.argument_size_in_bytes, ma.output_size_in_bytes, ma.temp_size_in_bytes
+        out[label] = {
+            "inputs_mib": args / 2**20, "outputs_mib": outs / 2**20, "temporaries_mib": temp / 2**20,
+            "peak_over_inputs_outputs": (args + outs + temp) / (args + outs), "source": "XLA memory_analysis",
+        }  # fmt: skip
+        log(f"MEM {label:18s} inputs {args / 2**20:7.1f} MiB  outputs {outs / 2**20:6.1f} MiB  "
+            f"temporaries {temp / 2**20:8.1f} MiB  peak/(in+out) {out[label]['peak_over_inputs_outputs']:.2f}")  # fmt: skip
+    q, qd, qdd = common.states(model, B)
+    tracemalloc.start()
+    tracemalloc.reset_peak()
+    tau = numpy_rnea(model, q, qd, qdd)[0]
+    _, peak = tracemalloc.get_traced_memory()
+    tracemalloc.stop()
+    ins = q.nbytes * 3
+    out["numpy"] = {
+        "inputs_mib": ins / 2**20, "outputs_mib": tau.nbytes / 2**20, "temporaries_mib": (peak - tau.nbytes) / 2**20,
+        "peak_over_inputs_outputs": (ins + peak) / (ins + tau.nbytes), "source": "tracemalloc",
+    }  # fmt: skip
+    log(f"MEM numpy              peak during the call {peak / 2**20:8.1f} MiB  "
+        f"peak/(in+out) {out['numpy']['peak_over_inputs_outputs']:.2f}")  # fmt: skip
+    return out
+
+
+if __name__ == "__main__":
+    quick = "--quick" in sys.argv
+    compile_times(quick)
+    latency(quick)
+    memory(quick)
