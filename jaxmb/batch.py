@@ -343,6 +343,7 @@ def _assemble(rows, method: str):
 METHODS = ("auto", "unrolled", "matrix")
 _UNROLLED_MAX = 10  # segments: "auto" unrolls up to this many, matrix form beyond
 _CHUNK = 8192  # samples per chunk of the matrix form
+_FD_CHUNK = 2048  # samples per chunk of the forward dynamics: (dof, dof, chunk) stays in cache
 
 
 def _plan(model: Model, method: str, chunk, batch: int):
@@ -361,35 +362,49 @@ def _plan(model: Model, method: str, chunk, batch: int):
     return method, chunk
 
 
-def _map_chunks(fn, xs, chunk: int):
-    """Apply ``fn`` (batch-last arrays -> pytree of batch-last arrays) chunk by chunk.
+def _leaves(rows, idx=()):
+    """[(index, array)] of nested lists of batch-last arrays."""
+    if isinstance(rows, (list, tuple)):
+        return [leaf for k, r in enumerate(rows) for leaf in _leaves(r, idx + (k,))]
+    return [(idx, rows)]
 
-    ``xs`` is a tuple of arrays (or None) with the batch on the last axis. A loop over
-    ``B // chunk`` chunks writes into preallocated outputs; the remainder is one more
-    call on a smaller chunk.
+
+def _map_chunks(fn, xs, chunk: int, method: str):
+    """Apply ``fn`` chunk by chunk and assemble its rows into one array (..., B).
+
+    ``xs`` is a tuple of arrays (or None) with the batch on the last axis; ``fn`` maps
+    chunks of them to nested lists of rows (or one batch-last array). Without chunks
+    the rows are assembled by :func:`_assemble`. With chunks, a loop over ``B //
+    chunk`` chunks writes every row straight into its place in the output (one
+    dynamic-update-slice per row: a stack of the rows followed by one update would
+    become a single slow concatenation loop), and the remainder is one more call on
+    a smaller chunk. Under reverse-mode differentiation each chunk's forward pass is
+    recomputed in the backward loop (``jax.checkpoint``) rather than stored for the
+    whole batch.
     """
     B = next(x for x in xs if x is not None).shape[-1]
     if not chunk:
-        return fn(*xs)
+        return _assemble(fn(*xs), method)
     nfull, rest = divmod(B, chunk)
 
     def sl(x, start, size):
-        if x is None:
-            return None
-        return lax.dynamic_slice_in_dim(x, start, size, axis=x.ndim - 1)
+        return None if x is None else lax.dynamic_slice_in_dim(x, start, size, axis=x.ndim - 1)
 
-    def put(out, res, start):
-        return jax.tree_util.tree_map(
-            lambda o, r: lax.dynamic_update_slice_in_dim(o, r, start, axis=o.ndim - 1), out, res
-        )
+    def put(out, rows, start):
+        if method != "unrolled":  # rows of materialised arrays: one update
+            return lax.dynamic_update_slice_in_dim(out, _assemble(rows, method), start, axis=out.ndim - 1)
+        for ix, r in _leaves(rows):
+            upd = r.reshape((1,) * len(ix) + r.shape)
+            out = lax.dynamic_update_slice(out, upd, ix + (0,) * (r.ndim - 1) + (start,))
+        return out
 
-    # under reverse-mode differentiation, recompute each chunk's forward pass in the
-    # backward loop instead of storing its intermediates for the whole batch
     fn = jax.checkpoint(fn, policy=jax.checkpoint_policies.nothing_saveable)
-    shapes = jax.eval_shape(
+    proto = jax.eval_shape(
         fn, *[None if x is None else jax.ShapeDtypeStruct(x.shape[:-1] + (chunk,), x.dtype) for x in xs]
     )
-    out = jax.tree_util.tree_map(lambda s: jnp.zeros(s.shape[:-1] + (B,), s.dtype), shapes)
+    leaves = _leaves(proto)
+    lead = tuple(max(ix[d] for ix, _ in leaves) + 1 for d in range(len(leaves[0][0])))
+    out = jnp.zeros(lead + leaves[0][1].shape[:-1] + (B,), leaves[0][1].dtype)
     out = lax.fori_loop(0, nfull, lambda k, o: put(o, fn(*[sl(x, k * chunk, chunk) for x in xs]), k * chunk), out)
     if rest:
         start = nfull * chunk
@@ -457,18 +472,16 @@ def _out(x, axis: int):
 
 
 def _run(model, q, qd, qdd, loads, method, chunk, B, pick):
-    """Chunked evaluation of ``pick(tau, F, T, cos, sin)`` (rows) over batch-last inputs.
-
-    ``pick`` returns nested lists of rows; they are assembled into one array.
-    """
+    """Chunked evaluation of ``pick(tau, F, T, cos, sin)`` over batch-last inputs;
+    ``pick`` returns nested lists of the rows wanted, assembled into one array."""
     method, chunk = _plan(model, method, chunk, B)
     shared = loads is not None and loads.shape[-1] == 1 and B != 1
 
     def fn(q_, qd_, qdd_, ld_):
         ld = loads if shared else ld_
-        return _assemble(pick(*_rnea_rows(model, q_, qd_, qdd_, ld, method)), method)
+        return pick(*_rnea_rows(model, q_, qd_, qdd_, ld, method))
 
-    return _map_chunks(fn, (q, qd, qdd, None if shared else loads), chunk)
+    return _map_chunks(fn, (q, qd, qdd, None if shared else loads), chunk, method)
 
 
 def _prepare(model, q, qd, qdd, loads, batch_axis, names=("q", "qd", "qdd")):
@@ -583,6 +596,103 @@ def joint_reactions_batch(
     return _out(lam, axis)
 
 
+def _mass_matrix_rows(model: Model, q):
+    """Mass matrices of a chunk in the layout (dof, dof, b), by composite bodies.
+
+    For relative coordinates and a fixed base, with every position relative to the
+    root's joint P_0 and the sums over the subtree of k (composite body k):
+
+        h_k = sum m_i (c_i - P_k),   J_k = sum (I_i + m_i |c_i - P_k|^2),
+        M_jk = J_k + (P_k - P_j) . h_k     for j = k or an ancestor of k,
+
+    zero when neither segment is an ancestor of the other (the subtree sums are
+    products with A^T, as in the matrix form). A floating base adds M_xx = M_yy =
+    total mass, M_xk = -h_k,y and M_yk = h_k,x; absolute angles theta = A q_rel give
+    M_abs = A^-T M_rel A^-1.
+    """
+    n, nb, parent = model.segments, model.nbase, model.parent
+    dt = q.dtype
+    A_np = ancestor_matrix(parent)
+    A = jnp.asarray(A_np, dt)
+    mm = lambda M, x: jnp.matmul(M, x, precision=lax.Precision.HIGHEST)  # noqa: E731
+    sel = np.zeros((n, n))
+    for i, p in enumerate(parent):
+        if p >= 0:
+            sel[i, p] = 1.0
+    Ae = A @ (model.joint_attach[:, None] * jnp.asarray(sel, dt))
+    qa = q[nb:]
+    th = qa if model.coordinates == "absolute" else mm(A, qa)
+    c, s = sincos(th)
+    Px, Py = mm(Ae, c), mm(Ae, s)
+    cx, cy = model.com[:, 0:1], model.com[:, 1:2]
+    Cx, Cy = Px + c * cx - s * cy, Py + s * cx + c * cy  # centres of mass, relative to P_0
+    m, inertia = model.mass[:, None], model.inertia[:, None]
+    At = A.T
+    msub = mm(At, m)  # (n, 1) composite masses
+    s1x, s1y = mm(At, m * Cx), mm(At, m * Cy)
+    s2 = mm(At, inertia + m * (Cx * Cx + Cy * Cy))
+    hx, hy = s1x - msub * Px, s1y - msub * Py
+    J = s2 - 2.0 * (Px * s1x + Py * s1y) + msub * (Px * Px + Py * Py)
+    # upper[j, k] = J_k + (P_k - P_j) . h_k where j is k or an ancestor of k
+    upper = J[None] + (Px[None] - Px[:, None]) * hx[None] + (Py[None] - Py[:, None]) * hy[None]
+    upper = jnp.where(jnp.asarray(A_np.T > 0)[:, :, None], upper, 0.0)
+    M = upper + jnp.swapaxes(upper, 0, 1) - jnp.eye(n, dtype=dt)[:, :, None] * J[None]
+    base = None
+    if nb:
+        base = jnp.stack([-hy, hx])  # (2, n, b): M_{x,k}, M_{y,k}
+    if model.coordinates == "absolute":
+        T = jnp.asarray(np.linalg.inv(A_np), dt)  # q_rel = T theta
+        M = jnp.einsum("ji,jkb,kl->ilb", T, M, T, precision=lax.Precision.HIGHEST)
+        if nb:
+            base = jnp.einsum("xkb,kl->xlb", base, T, precision=lax.Precision.HIGHEST)
+    if nb:
+        mtot = jnp.sum(model.mass) * jnp.ones(q.shape[1:], dt)
+        zero = jnp.zeros(q.shape[1:], dt)
+        corner = jnp.stack([jnp.stack([mtot, zero]), jnp.stack([zero, mtot])])  # (2, 2, b)
+        top = jnp.concatenate([corner, base], axis=1)  # (2, dof, b)
+        rest = jnp.concatenate([jnp.swapaxes(base, 0, 1), M], axis=1)  # (n, dof, b)
+        M = jnp.concatenate([top, rest], axis=0)
+    return M
+
+
+def _cholesky_solve_rows(M, r):
+    """Solve M x = r for every sample: M (d, d, b) symmetric positive definite, r (d, b).
+
+    Cholesky factorisation M = L L^T, then L y = r and L^T x = y, each a loop over
+    the d columns of elementwise operations on whole (d, d, b) arrays (the batch
+    stays the contiguous axis; LAPACK would be called once per sample).
+    """
+    d = M.shape[0]
+    idx = jnp.arange(d)
+
+    def factor(j, L):
+        pivot = jnp.sqrt(lax.dynamic_index_in_dim(lax.dynamic_index_in_dim(L, j, 0, False), j, 0, False))
+        col = lax.dynamic_index_in_dim(L, j, 1, False) / pivot  # (d, b)
+        col = jnp.where((idx > j)[:, None], col, 0.0)
+        L = L - col[:, None] * col[None, :]  # trailing update of rows and columns > j
+        col = jnp.where((idx == j)[:, None], pivot, col)
+        return jnp.where((idx == j)[None, :, None], col[:, None], L)  # column j of L
+
+    L = lax.fori_loop(0, d, factor, M)
+
+    def forward(j, y):
+        yj = lax.dynamic_index_in_dim(y, j, 0, False) / lax.dynamic_index_in_dim(
+            lax.dynamic_index_in_dim(L, j, 0, False), j, 0, False)  # fmt: skip
+        col = jnp.where((idx > j)[:, None], lax.dynamic_index_in_dim(L, j, 1, False), 0.0)
+        return jnp.where((idx == j)[:, None], yj, y - col * yj)
+
+    y = lax.fori_loop(0, d, forward, r)
+
+    def backward(t, x):
+        j = d - 1 - t
+        xj = lax.dynamic_index_in_dim(x, j, 0, False) / lax.dynamic_index_in_dim(
+            lax.dynamic_index_in_dim(L, j, 0, False), j, 0, False)  # fmt: skip
+        row = jnp.where((idx < j)[:, None], lax.dynamic_index_in_dim(L, j, 0, False), 0.0)  # (L^T)[:, j]
+        return jnp.where((idx == j)[:, None], xj, x - row * xj)
+
+    return lax.fori_loop(0, d, backward, y)
+
+
 def forward_dynamics_batch(
     model: Model, q, qd, tau, loads=None, *, batch_axis: int = 0, method: str = "auto",
     chunk: int | None = None,
@@ -590,9 +700,10 @@ def forward_dynamics_batch(
     """Accelerations of a batch, qdd = M^-1 (tau - C - G - E), (B, dof) or (dof, B).
 
     The batched :func:`jaxmb.forward_dynamics`. The bias C + G + E is the batched
-    recursion with qdd = 0; the columns of M are its derivatives with respect to qdd
-    (``jax.linearize``: the kinematics are computed once), and every sample's M is
-    factorised by Cholesky.
+    recursion with qdd = 0; M comes from composite-body sums (O(segments^2) per
+    sample) and is factorised by a Cholesky decomposition written over the batch
+    (O(dof^3) per sample, vectorised over the batch axis), in chunks of 2048 samples
+    by default.
 
     Args:
       {args}
@@ -603,24 +714,16 @@ def forward_dynamics_batch(
       qdd (B, dof), or (dof, B) with batch_axis=-1, m/s^2 and rad/s^2.
     """
     model, q, qd, tau, loads, axis, B = _prepare(model, q, qd, tau, loads, batch_axis, ("q", "qd", "tau"))
-    method, chunk = _plan(model, method, chunk, B)
+    method, chunk = _plan(model, method, _FD_CHUNK if chunk is None else chunk, B)
     shared = loads is not None and loads.shape[-1] == 1 and B != 1
     dof = model.dof
 
     def fn(q_, qd_, tau_, ld_):
         ld = loads if shared else ld_
+        bias = _assemble(_rnea_rows(model, q_, qd_, jnp.zeros_like(q_), ld, "matrix")[0], "matrix")
+        return _cholesky_solve_rows(_mass_matrix_rows(model, q_), tau_ - bias)
 
-        def inverse(qdd_):
-            return _assemble(_rnea_rows(model, q_, qd_, qdd_, ld, method)[0], method)
-
-        bias, lin = jax.linearize(inverse, jnp.zeros_like(q_))  # tau(qdd) = bias + M qdd
-        eye = jnp.broadcast_to(jnp.eye(dof, dtype=q_.dtype)[:, :, None], (dof, dof) + q_.shape[1:])
-        M = jnp.moveaxis(jax.vmap(lin)(eye), -1, 0)  # (b, dof, dof): row j = column j; symmetric
-        rhs = jnp.moveaxis(tau_ - bias, -1, 0)[..., None]
-        qdd = jsl.cho_solve(jsl.cho_factor(M, lower=True), rhs)[..., 0]
-        return jnp.moveaxis(qdd, 0, -1)
-
-    qdd = _map_chunks(fn, (q, qd, tau, None if shared else loads), chunk)
+    qdd = _map_chunks(fn, (q, qd, tau, None if shared else loads), chunk, method)
     return _out(qdd, axis)
 
 
