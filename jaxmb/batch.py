@@ -7,11 +7,10 @@ batch (``q`` of shape ``(dof, B)``), so that each scalar operation of the recurs
 is one contiguous vector operation over the batch, and:
 
 - the sine and cosine of an angle come from one expression (:func:`sincos`: a
-  shared range reduction and two polynomials, which XLA vectorises; its ``cos`` and
-  ``sin`` are library calls that cost several times more on a CPU);
-- no per-sample matrix is formed (the mass matrix appears only in the forward
-  dynamics), and nothing but the inputs and outputs is written to memory for
-  models of up to ten segments.
+  shared range reduction and two polynomials, which XLA vectorises; XLA:CPU's own
+  ``cos`` and ``sin`` cost about seven times more);
+- no per-sample matrix is formed in the inverse dynamics, and for models of up to
+  ten segments nothing but the inputs and outputs is written to memory.
 
 The recursion, for a segment i with parent p, joint point P_i, angle theta_i and centre
 of mass c_i = P_i + R(theta_i) com_i:
@@ -22,11 +21,10 @@ of mass c_i = P_i + R(theta_i) com_i:
     F_i = sum_{j in subtree(i)} f_j,   T_i = sum_{j in subtree(i)} mu_j - (P_i - P_0) x F_i
 
 with u = (cos, sin), n = (-sin, cos), a_i the joint's distance along the parent's
-axis (``model.joint_attach``), h the applied
-force (gravity and loads) and Mz the applied moment. F_i and T_i are the force and
-moment that the parent exerts on segment i at its joint (as in
-:func:`jaxmb.rnea_full`); positions are taken relative to the root's joint P_0, which
-keeps the moments accurate far from the origin.
+axis (``model.joint_attach``), h the applied force (gravity and loads) and Mz the
+applied moment. F_i and T_i are the force and moment that the parent exerts on
+segment i at its joint (as in :func:`jaxmb.rnea_full`); positions are taken relative
+to the root's joint P_0, which keeps the moments accurate far from the origin.
 
 Two evaluations of it (``method``):
 
@@ -41,14 +39,21 @@ Two evaluations of it (``method``):
   into chunks of 8192 samples that stay in cache. O(segments^2) multiply-adds per
   sample, fast in practice for long chains.
 
-XLA does not fuse an unrolled recursion with many outputs into one pass: it
-duplicates the shared producers into every output, and a recursion written as a
-``lax.scan`` over segments spends its time writing and reading each segment's state
-(both measured in ``benchmarks/README.md``).
+Why not simpler: XLA:CPU has no multi-output loop fusion, so an unrolled recursion
+with n outputs is compiled into n loops that each recompute what they share, and a
+stack of many such rows into one "concatenate" loop that it does not vectorise (up
+to 20 times slower); ``optimization_barrier`` is removed before fusion; a
+``lax.scan`` over segments writes and reads every segment's state (about 10 ns per
+sample and segment here, memory bound); complex numbers for planar vectors halve the
+arrays but vectorise worse in long expressions. The forward dynamics form M by
+composite-body sums and solve with a Cholesky decomposition written over the batch
+axis, since LAPACK would be called once per sample (measured in
+``benchmarks/README.md``).
 
 Every public function accepts either layout: ``batch_axis=0`` (``q`` of shape
-``(B, dof)``, transposed internally) or ``batch_axis=-1`` (``(dof, B)``, no copy).
-All are pure and compose with ``jax.jit``, ``jax.grad`` and :func:`jaxmb.sharded`.
+``(B, dof)``, transposed inside the same jitted call) or ``batch_axis=-1``
+(``(dof, B)``, no copy). All are pure and compose with ``jax.jit``, ``jax.grad`` and
+:func:`jaxmb.sharded`.
 """
 
 from __future__ import annotations

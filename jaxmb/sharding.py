@@ -40,6 +40,15 @@ from jax.sharding import PartitionSpec as P
 
 from .model import Model
 
+try:  # jax >= 0.7
+    from jax import shard_map as _shard_map
+
+    _NO_CHECK = {"check_vma": False}
+except ImportError:  # pragma: no cover - older jax
+    from jax.experimental.shard_map import shard_map as _shard_map
+
+    _NO_CHECK = {"check_rep": False}
+
 __all__ = ["sharded", "batch_mesh"]
 
 AXIS = "batch"
@@ -168,7 +177,7 @@ def _build(fn, mesh, name, ndev, batched, B, batch_axis, options, args):
     call = functools.partial(fn, **options)
     out_shapes = jax.eval_shape(call, *local_args)
     out_specs = jax.tree_util.tree_map(lambda o: _spec(o.ndim, batch_axis, name), out_shapes)
-    mapped = jax.shard_map(call, mesh=mesh, in_specs=in_specs, out_specs=out_specs, check_vma=False)
+    mapped = _shard_map(call, mesh=mesh, in_specs=in_specs, out_specs=out_specs, **_NO_CHECK)
 
     def pad_leaf(x):
         x = jnp.asarray(x)
