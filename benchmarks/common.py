@@ -95,11 +95,12 @@ def block(x):
     return jax.block_until_ready(x)
 
 
-def alternate(cases: dict, repeats: int, inner: int = 1, warmup: int = 1) -> dict:
+def alternate(cases: dict, repeats: int, inner: int = 1, warmup: int = 1, pause: float = 0.02) -> dict:
     """Time callables in turn, round after round, so that a change of machine load
     affects them alike. In each round a callable runs ``inner`` times back to back
     (its time is the mean of those calls); each call runs its whole computation and
-    waits for it.
+    waits for it. A short untimed ``pause`` before each contender lets the worker
+    threads of the previous one (XLA's, Pinocchio's) go idle instead of competing.
 
     Returns:
       {name: {"median": s, "min": s, "runs": [s, ...]}} over the rounds.
@@ -110,6 +111,7 @@ def alternate(cases: dict, repeats: int, inner: int = 1, warmup: int = 1) -> dic
     runs = {k: [] for k in cases}
     for _ in range(repeats):
         for k, fn in cases.items():
+            time.sleep(pause)
             t0 = time.perf_counter()
             for _ in range(inner):
                 fn()
