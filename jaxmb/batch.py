@@ -311,14 +311,16 @@ def _rnea_rows(model: Model, q, qd, qdd, loads, method: str):
     return tau, [(Fx[i], Fy[i]) for i in range(n)], T, [c[i] for i in range(n)], [s[i] for i in range(n)]
 
 
-def _assemble(rows, method: str):
-    """Nested lists of (b,) rows to one array (..., b).
+def _assemble(rows, method: str, batch_first: bool = False):
+    """Nested lists of (b,) rows to one array: (..., b), or (b, ...) with batch_first.
 
     For the unrolled method with more than three rows, the rows are written one by
-    one into a buffer (dynamic-update-slice): XLA then computes each row in its own
-    vectorised loop. A stack instead becomes one concatenation loop over all the
-    rows, which XLA compiles well for up to three short rows and, for longer unrolled
-    recursions, into code up to twenty times slower (measured).
+    one into a buffer (dynamic-update-slice; with batch_first as strided columns of
+    a (b, ...) buffer): XLA then computes each row in its own vectorised loop. A
+    stack instead becomes one concatenation loop over all the rows, which XLA
+    compiles well for up to three short rows and, for longer unrolled recursions,
+    into code up to twenty times slower (measured); so does a transpose of the
+    assembled rows.
     """
     flat = []
 
@@ -334,9 +336,15 @@ def _assemble(rows, method: str):
         def stack(r):
             return jnp.stack([stack(x) for x in r]) if isinstance(r, (list, tuple)) else r
 
-        return stack(rows)
+        out = stack(rows)
+        return jnp.moveaxis(out, -1, 0) if batch_first else out
     shape = tuple(max(ix[d] for ix, _ in flat) + 1 for d in range(len(flat[0][0])))
     first = flat[0][1]
+    if batch_first:
+        out = jnp.zeros(first.shape + shape, first.dtype)
+        for ix, r in flat:
+            out = lax.dynamic_update_slice(out, r.reshape(r.shape + (1,) * len(ix)), (0,) + ix)
+        return out
     out = jnp.zeros(shape + first.shape, first.dtype)
     for ix, r in flat:
         out = out.at[ix].set(r)
@@ -374,7 +382,7 @@ def _leaves(rows, idx=()):
     return [(idx, rows)]
 
 
-def _map_chunks(fn, xs, chunk: int, method: str):
+def _map_chunks(fn, xs, chunk: int, method: str, batch_first: bool = False):
     """Apply ``fn`` chunk by chunk and assemble its rows into one array (..., B).
 
     ``xs`` is a tuple of arrays (or None) with the batch on the last axis; ``fn`` maps
@@ -389,7 +397,7 @@ def _map_chunks(fn, xs, chunk: int, method: str):
     """
     B = next(x for x in xs if x is not None).shape[-1]
     if not chunk:
-        return _assemble(fn(*xs), method)
+        return _assemble(fn(*xs), method, batch_first)
     nfull, rest = divmod(B, chunk)
 
     def sl(x, start, size):
@@ -414,7 +422,7 @@ def _map_chunks(fn, xs, chunk: int, method: str):
     if rest:
         start = nfull * chunk
         out = put(out, fn(*[sl(x, start, rest) for x in xs]), start)
-    return out
+    return jnp.moveaxis(out, -1, 0) if batch_first else out
 
 
 # ------------------------------------------------------------ input handling
@@ -471,14 +479,10 @@ def _batch_loads(model: Model, loads, dtype, axis: int, B: int):
     return loads.astype(dtype)
 
 
-def _out(x, axis: int):
-    """Batch-last result (..., B) to the caller's layout."""
-    return jnp.moveaxis(x, -1, 0) if axis == 0 else x
-
-
-def _run(model, q, qd, qdd, loads, method, chunk, B, pick):
+def _run(model, q, qd, qdd, loads, method, chunk, B, pick, axis):
     """Chunked evaluation of ``pick(tau, F, T, cos, sin)`` over batch-last inputs;
-    ``pick`` returns nested lists of the rows wanted, assembled into one array."""
+    ``pick`` returns nested lists of the rows wanted, assembled into one array with
+    the batch on ``axis`` (0 or -1)."""
     method, chunk = _plan(model, method, chunk, B)
     shared = loads is not None and loads.shape[-1] == 1 and B != 1
 
@@ -486,7 +490,7 @@ def _run(model, q, qd, qdd, loads, method, chunk, B, pick):
         ld = loads if shared else ld_
         return pick(*_rnea_rows(model, q_, qd_, qdd_, ld, method))
 
-    return _map_chunks(fn, (q, qd, qdd, None if shared else loads), chunk, method)
+    return _map_chunks(fn, (q, qd, qdd, None if shared else loads), chunk, method, axis == 0)
 
 
 def _prepare(model, q, qd, qdd, loads, batch_axis, names=("q", "qd", "qdd")):
@@ -535,8 +539,7 @@ def inverse_dynamics_batch(
       ValueError: for inputs of the wrong shape, an empty batch, an unknown method.
     """
     model, q, qd, qdd, loads, axis, B = _prepare(model, q, qd, qdd, loads, batch_axis)
-    tau = _run(model, q, qd, qdd, loads, method, chunk, B, lambda tau, F, T, c, s: tau)
-    return _out(tau, axis)
+    return _run(model, q, qd, qdd, loads, method, chunk, B, lambda tau, F, T, c, s: tau, axis)
 
 
 def joint_moments_batch(
@@ -553,8 +556,7 @@ def joint_moments_batch(
       {args}
     """
     model, q, qd, qdd, loads, axis, B = _prepare(model, q, qd, qdd, loads, batch_axis)
-    T = _run(model, q, qd, qdd, loads, method, chunk, B, lambda tau, F, T, c, s: T)
-    return _out(T, axis)
+    return _run(model, q, qd, qdd, loads, method, chunk, B, lambda tau, F, T, c, s: T, axis)
 
 
 def joint_reactions_batch(
@@ -597,8 +599,7 @@ def joint_reactions_batch(
         # (axial, shear) = R(theta)^T (Fx, Fy)
         return [(c[i] * F[i][0] + s[i] * F[i][1], c[i] * F[i][1] - s[i] * F[i][0]) for i in idx]
 
-    lam = _run(model, q, qd, qdd, loads, method, chunk, B, pick)
-    return _out(lam, axis)
+    return _run(model, q, qd, qdd, loads, method, chunk, B, pick, axis)
 
 
 def _mass_matrix_rows(model: Model, q):
@@ -728,8 +729,7 @@ def forward_dynamics_batch(
         bias = _assemble(_rnea_rows(model, q_, qd_, jnp.zeros_like(q_), ld, "matrix")[0], "matrix")
         return _cholesky_solve_rows(_mass_matrix_rows(model, q_), tau_ - bias)
 
-    qdd = _map_chunks(fn, (q, qd, tau, None if shared else loads), chunk, method)
-    return _out(qdd, axis)
+    return _map_chunks(fn, (q, qd, tau, None if shared else loads), chunk, method, axis == 0)
 
 
 for _f in (inverse_dynamics_batch, joint_moments_batch, joint_reactions_batch, forward_dynamics_batch):
