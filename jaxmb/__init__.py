@@ -1,8 +1,8 @@
 """jaxmb: dynamics of planar multibody models of the human body, in JAX.
 
 Core functions take one sample and are pure: compose ``jax.jit``, ``jax.vmap`` and
-``jax.grad`` freely. Importing jaxmb changes no global JAX setting (enable float64
-yourself with ``jax.config.update("jax_enable_x64", True)``).
+``jax.grad`` freely. Importing jaxmb changes no global JAX setting: switch float64 on
+in your own program if you want it (see the README).
 """
 
 from .dynamics import (
