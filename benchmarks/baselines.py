@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import numpy as np
 
-import jaxmb
+from jaxmb.model import ancestor_matrix
 
 __all__ = [
     "numpy_rnea",
@@ -45,24 +45,13 @@ def _params(model):
     )
 
 
-def _ancestors(parent):
-    n = len(parent)
-    A = np.zeros((n, n))
-    for i in range(n):
-        k = i
-        while k >= 0:
-            A[i, k] = 1.0
-            k = parent[k]
-    return A
-
-
 def to_relative(model, x):
     """q, qd or qdd (B, dof) of ``model`` in relative angles (MuJoCo's, Pinocchio's)."""
     x = np.asarray(x, float)
     if model.coordinates == "relative":
         return x
     nb = model.nbase
-    A = _ancestors(model.parent)  # theta = A q_rel
+    A = ancestor_matrix(model.parent)  # theta = A q_rel
     return np.concatenate([x[:, :nb], np.linalg.solve(A, x[:, nb:].T).T], axis=1)
 
 
@@ -72,7 +61,7 @@ def from_relative(model, x_rel):
     if model.coordinates == "relative":
         return x_rel
     nb = model.nbase
-    A = _ancestors(model.parent)
+    A = ancestor_matrix(model.parent)
     return np.concatenate([x_rel[:, :nb], (A @ x_rel[:, nb:].T).T], axis=1)
 
 
@@ -82,7 +71,7 @@ def forces_to_relative(model, Q):
     if model.coordinates == "relative":
         return Q
     nb = model.nbase
-    A = _ancestors(model.parent)
+    A = ancestor_matrix(model.parent)
     return np.concatenate([Q[:, :nb], (A.T @ Q[:, nb:].T).T], axis=1)
 
 
@@ -92,7 +81,7 @@ def forces_to_model(model, Q_rel):
     if model.coordinates == "relative":
         return Q_rel
     nb = model.nbase
-    A = _ancestors(model.parent)
+    A = ancestor_matrix(model.parent)
     return np.concatenate([Q_rel[:, :nb], np.linalg.solve(A.T, Q_rel[:, nb:].T).T], axis=1)
 
 
