@@ -206,6 +206,122 @@ def test_gradient_equals_vmapped_core(tree):
                                        err_msg=f"{method} d/d{name}")  # fmt: skip
 
 
+def _weighted_loss(gradient, loads_kind, axis, weights):
+    """A loss that is not a plain sum of squares: sum_b sum_i w_i sin(tau_bi) + tau_bi^2/2,
+    so that every sample and coordinate gets a different cotangent."""
+
+    def loss(m, q, qd, qdd, loads):
+        ld = None if loads_kind == "none" else loads
+        if axis == -1:
+            q, qd, qdd = q.T, qd.T, qdd.T
+            if loads_kind == "per-sample":
+                ld = jnp.transpose(ld, (1, 2, 0))
+        tau = jb.inverse_dynamics_batch(m, q, qd, qdd, ld, batch_axis=axis, gradient=gradient)
+        tau = tau.T if axis == -1 else tau
+        return jnp.sum(weights * (jnp.sin(tau) + 0.5 * tau**2))
+
+    return loss
+
+
+@pytest.mark.parametrize(("tree", "base", "coordinates"), CONFIGS, ids=CONFIG_IDS)
+def test_adjoint_gradient_of_every_input(tree, base, coordinates):
+    # The hand-derived parameter adjoint (gradient="adjoint", the default) against
+    # reverse mode through jax.vmap of the core function (the projection formulas),
+    # for the model's parameters, q, qd, qdd and the loads: per-sample loads, shared
+    # loads and none, both layouts, and batch sizes that exercise the (B // 8, 8) view
+    # alone (16), with a remainder (13) and the remainder alone (3).
+    rng = np.random.default_rng(80)
+    model = random_model(rng, 4, tree=tree, base=base, coordinates=coordinates)
+    cases = [("per-sample", 0, 13), ("shared", 0, 16), ("none", -1, 3), ("per-sample", -1, 16)]
+    k = CONFIGS.index((tree, base, coordinates))  # two cases per configuration, all four over four of them
+    for loads_kind, axis, batch in (cases[k % 4], cases[(k + 1) % 4]):
+        q, qd, qdd, loads = (jnp.asarray(x) for x in batch_state(81, model, batch))
+        ld = loads[0] if loads_kind == "shared" else loads
+        w = jnp.asarray(rng.uniform(0.5, 2.0, (batch, model.dof)))
+        loss = _weighted_loss("adjoint", loads_kind, axis, w)
+
+        def ref_loss(m, q, qd, qdd, loads):
+            ld_ = None if loads_kind == "none" else (jnp.broadcast_to(loads, (batch,) + loads.shape)
+                                                      if loads_kind == "shared" else loads)  # fmt: skip
+            tau = vmapped(jaxmb.inverse_dynamics, m, q, qd, qdd, ld_)
+            return jnp.sum(w * (jnp.sin(tau) + 0.5 * tau**2))
+
+        argnums = (0, 1, 2, 3) + (() if loads_kind == "none" else (4,))
+        got = jax.jit(jax.grad(loss, argnums))(model, q, qd, qdd, ld)
+        ref = jax.jit(jax.grad(ref_loss, argnums))(model, q, qd, qdd, ld)
+        # the model alone (its inputs' cotangents are then never formed)
+        only_model = jax.jit(jax.grad(loss))(model, q, qd, qdd, ld)
+        where = f"{loads_kind} loads, batch_axis={axis}, B={batch}"
+        for name in ("length", "com", "mass", "inertia", "attach", "gravity", "origin"):
+            for g in (got[0], only_model):
+                np.testing.assert_allclose(getattr(g, name), getattr(ref[0], name), rtol=RTOL, atol=1e-7,
+                                           err_msg=f"d/d{name}, {where}")  # fmt: skip
+        for k, name in enumerate(("q", "qd", "qdd", "loads")[: len(argnums) - 1]):
+            np.testing.assert_allclose(got[k + 1], ref[k + 1], rtol=RTOL, atol=1e-7, err_msg=f"d/d{name}, {where}")
+
+
+def test_adjoint_against_finite_differences_and_autodiff():
+    # Independent of any reverse mode: central differences of the loss along random
+    # directions in parameter space (jax.test_util.check_grads), and equal to the
+    # batched path's own JAX reverse mode (gradient="autodiff") for both methods.
+    from jax.test_util import check_grads
+
+    rng = np.random.default_rng(82)
+    model = random_model(rng, 5, tree=True, base="floating", coordinates="relative")
+    q, qd, qdd, loads = (jnp.asarray(x) for x in batch_state(83, model, 11))
+    for method, chunk in (("unrolled", None), ("matrix", 4)):
+        def loss(m, gradient="adjoint"):
+            tau = jb.inverse_dynamics_batch(m, q, qd, qdd, loads, method=method, chunk=chunk, gradient=gradient)
+            return jnp.sum(jnp.sin(tau))
+
+        check_grads(jax.jit(loss), (model,), order=1, modes=["rev"], eps=1e-6, atol=1e-5, rtol=1e-5)
+        got, ref = jax.jit(jax.grad(loss))(model), jax.jit(jax.grad(lambda m: loss(m, "autodiff")))(model)
+        for a, b in zip(jax.tree_util.tree_leaves(got), jax.tree_util.tree_leaves(ref)):
+            np.testing.assert_allclose(a, b, rtol=RTOL, atol=1e-7, err_msg=method)
+
+
+def test_adjoint_float32_large_batch():
+    # float32 sums of 2^15 + 5 samples: the lanes keep the error at the level of
+    # JAX's own reverse mode (both against the float64 gradient).
+    rng = np.random.default_rng(84)
+    model = random_model(rng, 3)
+    batch = 2**15 + 5
+    q, qd, qdd = (rng.uniform(-3.0, 3.0, (batch, model.dof)) for _ in range(3))
+
+    def grad(m, x, gradient):
+        return jax.jit(jax.grad(lambda m: jnp.sum(jb.inverse_dynamics_batch(m, *x, gradient=gradient) ** 2)))(m)
+
+    ref = grad(model, (q, qd, qdd), "autodiff")
+    m32, x32 = model.astype(jnp.float32), tuple(x.astype(np.float32) for x in (q, qd, qdd))
+    got, auto = grad(m32, x32, "adjoint"), grad(m32, x32, "autodiff")
+    for name in ("length", "com", "mass", "inertia", "gravity"):
+        a, r, b = getattr(got, name), getattr(ref, name), getattr(auto, name)
+        assert a.dtype == jnp.float32
+        scale = float(jnp.max(jnp.abs(r)))
+        err, err_auto = float(jnp.max(jnp.abs(a - r))) / scale, float(jnp.max(jnp.abs(b - r))) / scale
+        assert err < 1e-5, (name, err, err_auto)
+
+
+def test_adjoint_is_reverse_mode_only_and_autodiff_has_both():
+    rng = np.random.default_rng(85)
+    model = random_model(rng, 3)
+    q, qd, qdd, _ = (jnp.asarray(x) for x in batch_state(86, model, 5))
+    with pytest.raises(TypeError, match="forward-mode"):
+        jax.jvp(lambda x: jb.inverse_dynamics_batch(model, x, qd, qdd), (q,), (q,))
+    # gradient="autodiff": forward mode works and matches the core function's
+    _, tangent = jax.jvp(lambda x: jb.inverse_dynamics_batch(model, x, qd, qdd, gradient="autodiff"), (q,), (qd,))
+    _, ref = jax.jvp(lambda x: vmapped(jaxmb.inverse_dynamics, model, x, qd, qdd), (q,), (qd,))
+    np.testing.assert_allclose(tangent, ref, rtol=RTOL, atol=ATOL)
+    # reverse over reverse through the adjoint (it is written in JAX)
+    def inner(x, gradient):
+        return jax.grad(lambda m: jnp.sum(jb.inverse_dynamics_batch(m, x, qd, qdd, gradient=gradient) ** 2))(model).mass
+
+    second = jax.grad(lambda x: jnp.sum(inner(x, "adjoint")))(q)
+    np.testing.assert_allclose(second, jax.grad(lambda x: jnp.sum(inner(x, "autodiff")))(q), rtol=RTOL, atol=1e-6)
+    with pytest.raises(ValueError, match="gradient must be one of"):
+        jb.inverse_dynamics_batch(model, q, qd, qdd, gradient="fast")
+
+
 def test_no_per_sample_matrices_and_no_recompilation():
     # The inverse dynamics path writes nothing but its output for a short chain, and
     # a bounded per-chunk workspace for the matrix form: no (B, dof, dof) array.
