@@ -7,7 +7,9 @@
   projection of Blajer & Czaplicki;
 - the gradient with respect to every model parameter of a batched squared-torque
   loss, ``sum(inverse_dynamics_batch(...)**2)``, against the time of the loss itself,
-  and the same gradient through ``jit(vmap(inverse_dynamics))``.
+  with the hand-derived adjoint (default) and with ``gradient="autodiff"`` (JAX's
+  reverse mode of the same pass), and the same gradient through
+  ``jit(vmap(inverse_dynamics))``.
 
 Run: ``python -m benchmarks.bench_more [--quick]``.
 """
@@ -161,13 +163,17 @@ def gradient(quick: bool = False, log=print) -> list:
 
     common.enable_x64()
 
-    def loss(m, q, qd, qdd):  # batched squared-torque loss, N^2 m^2
-        return jnp.sum(inverse_dynamics_batch(m, q, qd, qdd, batch_axis=-1) ** 2)
+    def loss(m, q, qd, qdd, gradient="adjoint"):  # batched squared-torque loss, N^2 m^2
+        return jnp.sum(inverse_dynamics_batch(m, q, qd, qdd, batch_axis=-1, gradient=gradient) ** 2)
+
+    def loss_autodiff(m, q, qd, qdd):  # JAX's own reverse mode of the same batched pass
+        return loss(m, q, qd, qdd, "autodiff")
 
     def loss_vmap(m, q, qd, qdd):
         return jnp.sum(jax.vmap(jaxmb.inverse_dynamics, in_axes=(None, 0, 0, 0))(m, q, qd, qdd) ** 2)
 
     f, g, gv = jax.jit(loss), jax.jit(jax.grad(loss)), jax.jit(jax.grad(loss_vmap))
+    ga = jax.jit(jax.grad(loss_autodiff))
     rows = []
     configs = [("chain3", 10**5), ("chain3", 10**6), ("chain20", 10**5), ("human7", 10**5)]
     every = dict(common.models())
@@ -181,11 +187,13 @@ def gradient(quick: bool = False, log=print) -> list:
         cg = g.lower(*args).compile()
         compile_s = time.perf_counter() - t0
         cgv = gv.lower(*first).compile()
-        g1, g2 = cg(*args), cgv(*first)
-        rel = _grad_difference(g1, g2)
+        cga = ga.lower(*args).compile()
+        g1, g2, g3 = cg(*args), cgv(*first), cga(*args)
+        rel, rel_auto = _grad_difference(g1, g2), _grad_difference(g1, g3)
         cases = {
             "loss": lambda: common.block(cf(*args)),
             "grad": lambda: common.block(cg(*args)),
+            "grad_autodiff": lambda: common.block(cga(*args)),
             "grad_jax_vmap": lambda: common.block(cgv(*first)),
         }
         reps, inner = common.repeats_for(B, quick)
@@ -194,11 +202,14 @@ def gradient(quick: bool = False, log=print) -> list:
         row = {"model": name, "segments": model.segments, "batch": B, "dtype": "float64",
                "parameters": int(sum(np.size(x) for x in jax.tree_util.tree_leaves(model))),
                "grad_compile_s": compile_s, "timings": t, "grad_over_loss": ratio,
+               "grad_autodiff_over_loss": t["grad_autodiff"]["median"] / t["loss"]["median"],
                "grad_vmap_over_grad": t["grad_jax_vmap"]["median"] / t["grad"]["median"],
-               "max_rel_diff_vs_vmap_grad": rel, "load": common.load()}  # fmt: skip
+               "max_rel_diff_vs_vmap_grad": rel, "max_rel_diff_vs_autodiff": rel_auto,
+               "load": common.load()}  # fmt: skip
         rows.append(row)
         log(f"GR {name:7s} B={B:>7d} loss {t['loss']['median'] * 1e3:8.2f} ms  grad {t['grad']['median'] * 1e3:8.2f} ms"
-            f"  ratio {ratio:.2f}  (vmap grad {t['grad_jax_vmap']['median'] * 1e3:.2f} ms)")  # fmt: skip
+            f"  ratio {ratio:.2f}  (autodiff {t['grad_autodiff']['median'] * 1e3:.2f} ms,"
+            f" vmap grad {t['grad_jax_vmap']['median'] * 1e3:.2f} ms)")  # fmt: skip
     return rows
 
 

@@ -50,6 +50,18 @@ composite-body sums and solve with a Cholesky decomposition written over the bat
 axis, since LAPACK would be called once per sample (measured in
 ``benchmarks/README.md``).
 
+Gradients: reverse-mode differentiation of :func:`inverse_dynamics_batch` with respect
+to the model's parameters uses a hand-derived adjoint (``gradient="adjoint"``, the
+default; derivation beside ``_adjoint_rows``): by virtual power, tbar . tau equals a
+sum over segments of products of each segment's own kinematics with the velocities
+that tbar would drive, so every parameter's derivative is an explicit expression per
+sample, and all of them are summed over the batch in one fused loop (one variadic
+reduction). JAX's own reverse mode of the recursion instead writes and reads about a
+hundred batch-sized intermediate arrays (two to five times slower for large
+batches, measured in ``benchmarks/README.md``). ``gradient="autodiff"`` keeps plain
+JAX differentiation, which forward mode (``jax.jvp``, ``jax.jacfwd``, ``jax.hessian``)
+needs.
+
 Every public function accepts either layout: ``batch_axis=0`` (``q`` of shape
 ``(B, dof)``, transposed inside the same jitted call) or ``batch_axis=-1``
 (``(dof, B)``, no copy). All are pure and compose with ``jax.jit``, ``jax.grad`` and
