@@ -38,6 +38,7 @@ def main(argv=None):
         ("gradient", lambda: bench_more.gradient(quick, log)),
         ("compile", lambda: bench_system.compile_times(quick, log)),
         ("latency", lambda: bench_system.latency(quick, log)),
+        ("roofline", lambda: bench_system.roofline(quick, log)),
         ("memory", lambda: bench_system.memory(quick, log)),
     )
     for key, fn in sections:

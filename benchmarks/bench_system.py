@@ -6,6 +6,8 @@
   chain, and the single-sample core functions;
 - latency: one sample per call (jitted, dispatch included) for jaxmb's core and
   batched functions, ``pin.rnea``, ``mj_inverse``, the NumPy recursion and SymPy;
+- roofline: batched inverse dynamics against the memory bandwidth measured on the same
+  device (STREAM-like scale and triad), float32 and float64;
 - memory: XLA's own account of the compiled batched inverse dynamics (arguments,
   outputs, temporaries) and the peak resident memory of a fresh process around one
   call, for a 3-segment chain and a batch of 1e6 in float64, against NumPy and
@@ -113,6 +115,62 @@ def latency(quick: bool = False, log=print) -> list:
     return rows
 
 
+def roofline(quick: bool = False, log=print) -> dict:
+    """Batched inverse dynamics against the measured memory bandwidth of the device.
+
+    The bandwidth is measured on the same device in the same run: the best of a
+    STREAM-like copy-scale (``3.0 * b``: one read, one write) and triad (``b + 3.0 *
+    c``: two reads, one write) over 256 MiB arrays. Inverse dynamics must read q, qd
+    and qdd and write tau, 4 dof B values, so its floor is that traffic at that
+    bandwidth; the fraction is floor / measured time (1 = memory bound at the
+    measured peak; lower means compute or overheads dominate).
+    """
+    import jax
+    import jax.numpy as jnp
+
+    from jaxmb.batch import inverse_dynamics_batch
+
+    common.enable_x64()
+    backend = jax.default_backend()
+    out = {"device": str(jax.devices()[0].device_kind), "backend": backend, "bandwidth": [], "inverse_dynamics": []}
+    reps = 5 if quick else 15
+    for dtype in (jnp.float32, jnp.float64):
+        itemsize = jnp.dtype(dtype).itemsize
+        n = (256 * 2**20) // itemsize
+        b = jnp.arange(n, dtype=dtype)
+        c = jnp.ones(n, dtype)
+        scale = jax.jit(lambda b: 3.0 * b).lower(b).compile()
+        triad = jax.jit(lambda b, c: b + 3.0 * c).lower(b, c).compile()
+        t = common.alternate(
+            {"scale": lambda: common.block(scale(b)), "triad": lambda: common.block(triad(b, c))}, reps
+        )
+        gbs = {"scale": 2 * n * itemsize / t["scale"]["median"] / 1e9, "triad": 3 * n * itemsize / t["triad"]["median"] / 1e9}
+        best = max(gbs.values())
+        out["bandwidth"].append({"dtype": jnp.dtype(dtype).name, "GB_s": gbs, "best_GB_s": best})
+        log(f"BW {jnp.dtype(dtype).name}: scale {gbs['scale']:.1f} GB/s, triad {gbs['triad']:.1f} GB/s")
+        del b, c
+        every = dict(common.models())
+        configs = [("chain3", 10**6), ("human7", 10**6), ("chain20", 10**5)]
+        if backend != "cpu":
+            configs.append(("chain3", 10**7))
+        for name, B in configs if not quick else [("chain3", 10**5)]:
+            model = every[name].astype(dtype)
+            xs = tuple(jax.device_put(x) for x in common.states(model, B, seed=5, dtype=np.dtype(jnp.dtype(dtype).name)))
+            f = jax.jit(lambda m, q, qd, qdd: inverse_dynamics_batch(m, q, qd, qdd, batch_axis=-1))
+            cf = f.lower(model, *xs).compile()
+            r, inner = common.repeats_for(B, quick)
+            t = common.alternate({"jaxmb": lambda: common.block(cf(model, *xs))}, r, inner)["jaxmb"]
+            traffic = 4 * model.dof * B * itemsize
+            floor = traffic / (best * 1e9)
+            row = {"model": name, "batch": B, "dtype": jnp.dtype(dtype).name, "ms": t["median"] * 1e3,
+                   "bytes": traffic, "GB_s": traffic / t["median"] / 1e9, "floor_ms": floor * 1e3,
+                   "fraction": floor / t["median"], "load": common.load()}  # fmt: skip
+            out["inverse_dynamics"].append(row)
+            log(f"RF {name:7s} B={B:>8d} {row['dtype']}: {row['ms']:8.2f} ms, {row['GB_s']:6.1f} GB/s, "
+                f"{row['fraction'] * 100:5.1f}% of the measured bandwidth")  # fmt: skip
+    return out
+
+
 def memory(quick: bool = False, log=print) -> dict:
     """Peak memory of one batched inverse dynamics call, 3-segment chain, float64.
 
@@ -169,4 +227,5 @@ if __name__ == "__main__":
     quick = "--quick" in sys.argv
     compile_times(quick)
     latency(quick)
+    roofline(quick)
     memory(quick)

@@ -67,6 +67,11 @@ def targets(res: dict) -> list:
     env = res.get("environment", {}).get("machine", {})
     if env:
         add("runs unchanged without a GPU (backend)", env.get("jax_backend"), "cpu", True)
+    roof = res.get("roofline", {})
+    if roof.get("backend") not in (None, "cpu"):
+        for r in roof["inverse_dynamics"]:
+            add(f"GPU ({roof['device']}) ID {r['model']}, B={r['batch']:.0e}, {r['dtype']}: fraction of the measured "
+                "bandwidth, recorded", r["fraction"], None, True)
     return out  # fmt: skip
 
 
@@ -149,6 +154,18 @@ def tables(res: dict) -> str:
                          f"{_ms(t['grad']['median'])} | {g['grad_over_loss']:.2f} | "
                          f"{'-' if auto is None else f'{auto:.2f}'} | {_ms(t['grad_jax_vmap']['median'])} | "
                          f"{g['grad_compile_s']:.2f} | {'-' if diff is None else f'{diff:.0e}'} |")  # fmt: skip
+    roof = res.get("roofline")
+    if roof:
+        bw = ", ".join(f"{b['dtype']} {b['best_GB_s']:.1f} GB/s" for b in roof["bandwidth"])
+        lines += ["", f"### Memory-bandwidth roofline ({roof['device']}, backend {roof['backend']})", "",
+                  f"Bandwidth measured in the same run (best of a STREAM-like scale and triad over 256 MiB): {bw}. "
+                  "Inverse dynamics must read q, qd, qdd and write tau (4 dof B values); the floor is that traffic "
+                  "at the measured bandwidth, and the fraction is floor / time.",
+                  "", "| model | batch | dtype | ms | GB/s | floor ms | fraction of roofline |",
+                  "|---|---|---|---|---|---|---|"]  # fmt: skip
+        for r in roof["inverse_dynamics"]:
+            lines.append(f"| {r['model']} | {r['batch']:.0e} | {r['dtype']} | {_ms(r['ms'] / 1e3)} | {r['GB_s']:.1f} | "
+                         f"{_ms(r['floor_ms'] / 1e3)} | {r['fraction'] * 100:.0f}% |")  # fmt: skip
     if res.get("compile"):
         lines += ["", "### Compile time (batch 1e5, float64)", "",
                   "| model | function | trace + lower s | compile s | total s |", "|---|---|---|---|---|"]  # fmt: skip
