@@ -137,18 +137,16 @@ def roofline(quick: bool = False, log=print) -> dict:
     for dtype in (jnp.float32, jnp.float64):
         itemsize = jnp.dtype(dtype).itemsize
         n = (256 * 2**20) // itemsize
-        b = jnp.arange(n, dtype=dtype)
-        c = jnp.ones(n, dtype)
-        scale = jax.jit(lambda b: 3.0 * b).lower(b).compile()
-        triad = jax.jit(lambda b, c: b + 3.0 * c).lower(b, c).compile()
+        arrays = (jnp.arange(n, dtype=dtype), jnp.ones(n, dtype))
+        scale = jax.jit(lambda b: 3.0 * b).lower(arrays[0]).compile()
+        triad = jax.jit(lambda b, c: b + 3.0 * c).lower(*arrays).compile()
         t = common.alternate(
-            {"scale": lambda: common.block(scale(b)), "triad": lambda: common.block(triad(b, c))}, reps
+            {"scale": lambda a=arrays: common.block(scale(a[0])), "triad": lambda a=arrays: common.block(triad(*a))}, reps
         )
         gbs = {"scale": 2 * n * itemsize / t["scale"]["median"] / 1e9, "triad": 3 * n * itemsize / t["triad"]["median"] / 1e9}
         best = max(gbs.values())
         out["bandwidth"].append({"dtype": jnp.dtype(dtype).name, "GB_s": gbs, "best_GB_s": best})
         log(f"BW {jnp.dtype(dtype).name}: scale {gbs['scale']:.1f} GB/s, triad {gbs['triad']:.1f} GB/s")
-        del b, c
         every = dict(common.models())
         configs = [("chain3", 10**6), ("human7", 10**6), ("chain20", 10**5)]
         if backend != "cpu":
