@@ -322,6 +322,24 @@ def test_adjoint_is_reverse_mode_only_and_autodiff_has_both():
         jb.inverse_dynamics_batch(model, q, qd, qdd, gradient="fast")
 
 
+def test_adjoint_under_vmap_over_subjects_and_trials():
+    # jax.vmap of the gradient over a stack of models (subjects) and over stacks of
+    # trials, against the same with gradient="autodiff".
+    rng = np.random.default_rng(87)
+    model = random_model(rng, 3, tree=False, base="floating")
+    subjects = jax.tree_util.tree_map(lambda x: jnp.stack([x, 1.1 * x, 0.9 * x]), model)
+    q, qd, qdd, loads = (jnp.asarray(x) for x in batch_state(88, model, 20))
+
+    def grad(m, q, gradient):
+        return jax.grad(lambda m: jnp.sum(jb.inverse_dynamics_batch(m, q, qd, qdd, loads, gradient=gradient) ** 2))(m)
+
+    for axes, args in (((0, None), (subjects, q)), ((None, 0), (model, jnp.stack([q, 0.5 * q])))):
+        got = jax.jit(jax.vmap(lambda m, x: grad(m, x, "adjoint"), in_axes=axes))(*args)
+        ref = jax.jit(jax.vmap(lambda m, x: grad(m, x, "autodiff"), in_axes=axes))(*args)
+        for a, b in zip(jax.tree_util.tree_leaves(got), jax.tree_util.tree_leaves(ref)):
+            np.testing.assert_allclose(a, b, rtol=RTOL, atol=1e-12 * float(jnp.max(jnp.abs(b))))
+
+
 def test_no_per_sample_matrices_and_no_recompilation():
     # The inverse dynamics path writes nothing but its output for a short chain, and
     # a bounded per-chunk workspace for the matrix form: no (B, dof, dof) array.
