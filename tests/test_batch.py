@@ -369,6 +369,22 @@ def test_adjoint_under_vmap_over_subjects_and_trials():
             np.testing.assert_allclose(a, b, rtol=RTOL, atol=1e-12 * float(jnp.max(jnp.abs(b))))
 
 
+def test_adjoint_limited_to_40_segments():
+    # Beyond 40 segments the adjoint's single loop compiles too slowly (minutes at 80):
+    # such models get JAX's reverse mode (tested against the core function elsewhere),
+    # so forward mode works there.
+    rng = np.random.default_rng(89)
+    model = random_model(rng, jb._ADJOINT_MAX + 1)
+    q, qd, qdd = (jnp.asarray(rng.uniform(-1.0, 1.0, (3, model.dof))) for _ in range(3))
+    _, tangent = jax.jvp(lambda x: jb.inverse_dynamics_batch(model, x, qd, qdd), (q,), (qd,))
+    assert tangent.shape == q.shape
+    grads = jax.jit(lambda m: [jax.grad(lambda m: jnp.sum(jb.inverse_dynamics_batch(m, q, qd, qdd, gradient=g) ** 2))(m)
+                               for g in ("adjoint", "autodiff")])  # fmt: skip
+    got, ref = grads(model)
+    for a, b in zip(jax.tree_util.tree_leaves(got), jax.tree_util.tree_leaves(ref)):
+        np.testing.assert_array_equal(a, b)  # the same computation
+
+
 def test_no_per_sample_matrices_and_no_recompilation():
     # The inverse dynamics path writes nothing but its output for a short chain, and
     # a bounded per-chunk workspace for the matrix form: no (B, dof, dof) array.
