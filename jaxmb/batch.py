@@ -57,7 +57,7 @@ sum over segments of products of each segment's own kinematics with the velociti
 that tbar would drive, so every parameter's derivative is an explicit expression per
 sample, and all of them are summed over the batch in one fused loop (one variadic
 reduction). JAX's own reverse mode of the recursion instead writes and reads about a
-hundred batch-sized intermediate arrays (1.7 to 4.5 times slower for batches of
+hundred batch-sized intermediate arrays (1.6 to 4.6 times slower for batches of
 1e5 to 1e6, measured in ``benchmarks/README.md``). ``gradient="autodiff"`` keeps plain
 JAX differentiation, which forward mode (``jax.jvp``, ``jax.jacfwd``, ``jax.hessian``)
 needs.
@@ -580,8 +580,9 @@ def _param_adjoint(model, q, qd, qdd, tbar, loads):
 
 GRADIENTS = ("adjoint", "autodiff")
 # segments: the adjoint's single fused loop up to this many; JAX's reverse mode beyond.
-# Measured on a chain, batch 1e4: 40 segments compile in 6 s and run 4.4x faster than
-# reverse mode; 48 compile in 19 s and run slower; 80 take 524 s to compile.
+# Measured on a chain, batch 1e4 (python -m benchmarks.design): 40 segments compile in
+# 6 s and run 6x faster than reverse mode; 48 compile in 22 s and run 1.7x slower; 80
+# took 524 s to compile (measured once).
 _ADJOINT_MAX = 40
 
 
@@ -737,7 +738,7 @@ def inverse_dynamics_batch(
       gradient: how reverse-mode differentiation (``jax.grad``, ``jax.vjp``) treats
         the model's parameters. "adjoint" (default): a hand-derived adjoint (the
         virtual-power form in this module's source) that sums the gradient over the
-        batch in one pass, 1.7 to 4.5 times faster than JAX's own reverse mode of the
+        batch in one pass, 1.6 to 4.6 times faster than JAX's own reverse mode of the
         recursion for batches of 1e5 to 1e6 (``benchmarks/README.md``); q, qd, qdd
         and loads still get JAX's reverse mode. It is reverse-mode only: for
         ``jax.jvp``, ``jax.jacfwd`` or ``jax.hessian`` use "autodiff", plain JAX
@@ -922,8 +923,9 @@ def _ldl_solve_rows(M, r):
     d^3/6 multiply-adds and d divisions per sample, each an elementwise operation on
     (b,) rows (no square roots, no masked updates of the whole matrix). XLA keeps the
     entries of L of a chunk in cache. For small d (the default up to 12 coordinates)
-    this is 2 to 3 times faster than the column loop of :func:`_cholesky_solve_rows`;
-    beyond, its compile time grows quickly (24 s for d = 20), so the loop is used.
+    this is 1.3 to 2.7 times faster than the column loop of :func:`_cholesky_solve_rows`
+    (``python -m benchmarks.design``); beyond, its compile time grows quickly (24 s for
+    d = 20, measured once), so the loop is used.
     """
     d = M.shape[0]
     L = [[None] * d for _ in range(d)]
