@@ -39,6 +39,18 @@ def _models(names):
     return [(n, every[n]) for n in names]
 
 
+def _speedup_row(tag, name, model, B, compile_s, t, check, log) -> dict:
+    """One result row: timings, speedups of jaxmb over every baseline, logged."""
+    jt = t["jaxmb"]["median"]
+    row = {"model": name, "segments": model.segments, "batch": B, "dtype": "float64",
+           "compile_s": compile_s, "timings": t,
+           "speedup": {k: v["median"] / jt for k, v in t.items() if k != "jaxmb"},
+           "max_abs_diff": check, "load": common.load()}  # fmt: skip
+    log(f"{tag} {name:7s} B={B:>7d} jaxmb {jt * 1e3:9.3f} ms  "
+        + "  ".join(f"{k}:{v:.2f}x" for k, v in row["speedup"].items()))  # fmt: skip
+    return row
+
+
 def forward(quick: bool = False, log=print) -> list:
     import jax
 
@@ -86,14 +98,7 @@ def forward(quick: bool = False, log=print) -> list:
             t = common.alternate(cases, reps, inner)
             for k in ("pinocchio_loop", "mujoco_loop"):
                 t[k] = common.scale(t[k], B / S, S)
-            jt = t["jaxmb"]["median"]
-            row = {"model": name, "segments": model.segments, "batch": B, "dtype": "float64",
-                   "compile_s": compile_s, "timings": t,
-                   "speedup": {k: v["median"] / jt for k, v in t.items() if k != "jaxmb"},
-                   "max_abs_diff": check, "load": common.load()}  # fmt: skip
-            rows.append(row)
-            log(f"FD {name:7s} B={B:>7d} jaxmb {jt * 1e3:9.3f} ms  "
-                + "  ".join(f"{k}:{v:.2f}x" for k, v in row["speedup"].items()))  # fmt: skip
+            rows.append(_speedup_row("FD", name, model, B, compile_s, t, check, log))
     return rows
 
 
@@ -132,14 +137,7 @@ def reactions(quick: bool = False, log=print) -> list:
             }
             reps, inner = common.repeats_for(B, quick)
             t = common.alternate(cases, reps, inner)
-            jt = t["jaxmb"]["median"]
-            row = {"model": name, "segments": model.segments, "batch": B, "dtype": "float64",
-                   "compile_s": compile_s, "timings": t,
-                   "speedup": {k: v["median"] / jt for k, v in t.items() if k != "jaxmb"},
-                   "max_abs_diff": check, "load": common.load()}  # fmt: skip
-            rows.append(row)
-            log(f"JR {name:7s} B={B:>7d} jaxmb {jt * 1e3:9.3f} ms  "
-                + "  ".join(f"{k}:{v:.2f}x" for k, v in row["speedup"].items()))  # fmt: skip
+            rows.append(_speedup_row("JR", name, model, B, compile_s, t, check, log))
     return rows
 
 

@@ -26,15 +26,8 @@ OUT = common.HERE / "design_results.json"
 
 
 def _median_time(fn, reps: int = 7) -> float:
-    import jax
-
-    jax.block_until_ready(fn())
-    times = []
-    for _ in range(reps):
-        t0 = time.perf_counter()
-        jax.block_until_ready(fn())
-        times.append(time.perf_counter() - t0)
-    return float(np.median(times))
+    """Median seconds of ``fn`` over ``reps`` rounds (:func:`common.alternate`)."""
+    return common.alternate({"fn": lambda: common.block(fn())}, reps)["fn"]["median"]
 
 
 def reductions(log=print) -> list:

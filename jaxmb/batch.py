@@ -485,24 +485,23 @@ def _adjoint_rows(model, q, qd, qdd, tbar, loads):
     absolute = model.coordinates == "absolute"
     zero = jnp.zeros(q.shape[1:], q.dtype)
     attach, g = model.joint_attach, model.gravity
-    th, om, al, ob = [None] * n, [None] * n, [None] * n, [None] * n
-    cs, ku, wn, aP, vP = [None] * n, [None] * n, [None] * n, [None] * n, [None] * n
+    # the motion: the forward kernels' own recursion (its positions go unused)
+    qa, qda, qdda, ta = q[nb:], qd[nb:], qdd[nb:], tbar[nb:]
+    st = [_root_state(qa, qda, qdda, (qdd[0], qdd[1]) if nb else (zero, zero), zero)] + [None] * (n - 1)
+    for i in range(1, n):
+        st[i] = _child_state(st[parent[i]], attach[i], qa[i], qda[i], qdda[i], absolute)
+    om, al = [x[1] for x in st], [x[2] for x in st]
+    cs, aP = [(x[3], x[4]) for x in st], [(x[7], x[8]) for x in st]
+    ku = [(-om[i] * om[i] * c - al[i] * s, -om[i] * om[i] * s + al[i] * c) for i, (c, s) in enumerate(cs)]
+    # the virtual motion driven by tbar: angular velocities and joint velocities
+    ob, wn, vP = [None] * n, [None] * n, [None] * n
     for i in range(n):
-        p, k = parent[i], nb + i
-        if p < 0 or absolute:
-            th[i], om[i], al[i], ob[i] = q[k], qd[k], qdd[k], tbar[k]
-        else:
-            th[i], om[i], al[i], ob[i] = th[p] + q[k], om[p] + qd[k], al[p] + qdd[k], ob[p] + tbar[k]
-        c, s = sincos(th[i])
-        cs[i] = (c, s)
-        w2 = om[i] * om[i]
-        ku[i] = (-w2 * c - al[i] * s, -w2 * s + al[i] * c)  # alpha n - omega^2 u
-        wn[i] = (-ob[i] * s, ob[i] * c)  # wb n
+        p = parent[i]
+        ob[i] = ta[i] if p < 0 or absolute else ob[p] + ta[i]
+        wn[i] = (-ob[i] * cs[i][1], ob[i] * cs[i][0])  # wb n
         if p < 0:
-            aP[i] = (qdd[0], qdd[1]) if nb else (zero, zero)
             vP[i] = (tbar[0], tbar[1]) if nb else (zero, zero)
         else:
-            aP[i] = (aP[p][0] + attach[i] * ku[p][0], aP[p][1] + attach[i] * ku[p][1])
             vP[i] = (vP[p][0] + attach[i] * wn[p][0], vP[p][1] + attach[i] * wn[p][1])
     d_mass, d_inertia, d_cx, d_cy, d_g = [], [], [], [], None
     F, V = [None] * n, [None] * n
@@ -616,15 +615,14 @@ def _tau(model, q, qd, qdd, loads, method, chunk, B, axis, gradient):
         params, q, qd, qdd, loads = values
         if isinstance(tbar, jax.custom_derivatives.SymbolicZero):
             tbar = jnp.zeros(tbar.shape, tbar.dtype)
-        if axis == 0:
-            tbar = tbar.T  # the adjoint reads it batch-last, like the inputs
         d_params = None
         if flags[0] is not None:
-            d_params = _param_adjoint(_Params(model, *params), q, qd, qdd, tbar, loads)
+            tbar_last = tbar.T if axis == 0 else tbar  # batch-last, like the inputs
+            d_params = _param_adjoint(_Params(model, *params), q, qd, qdd, tbar_last, loads)
         if all(fl is None for fl in flags[1:]):
             return (d_params, None, None, None, None)
         _, vjp = jax.vjp(lambda *x: evaluate(params, *x), q, qd, qdd, loads)
-        return (d_params,) + tuple(vjp(tbar.T if axis == 0 else tbar))
+        return (d_params,) + tuple(vjp(tbar))
 
     f.defvjp(fwd, bwd, symbolic_zeros=True)
     params = (model.joint_attach, model.com, model.mass, model.inertia, model.gravity)

@@ -310,8 +310,9 @@ def test_adjoint_against_finite_differences_and_autodiff():
 
 
 def test_adjoint_float32_large_batch():
-    # float32 sums of 2^15 + 5 samples: the lanes keep the error at the level of
-    # JAX's own reverse mode (both against the float64 gradient).
+    # float32 sums of 2^15 + 5 samples: with its lanes the adjoint stays within 1e-5
+    # (relative to the largest entry) of the float64 gradient; JAX's own reverse mode
+    # in float32 is computed alongside and reported on failure.
     rng = np.random.default_rng(84)
     model = random_model(rng, 3)
     batch = 2**15 + 5
