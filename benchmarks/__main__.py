@@ -5,6 +5,11 @@ Usage::
     python -m benchmarks            # the full run (about 10 minutes on 2 cores)
     python -m benchmarks --quick    # smaller batches, fewer rounds: a smoke test
     python -m benchmarks --no-wait  # do not wait for the load average to fall
+    python -m benchmarks --quick --no-wait --only simulation,gradient   # some sections
+
+Sections: inverse_dynamics, forward_dynamics, reactions, gradient, gradient_compile,
+simulation, compile, latency, roofline, memory. A quick run writes
+``results_quick.json`` and leaves ``results.json``, README.md and the plot alone.
 
 The results JSON names the machine, the library versions and the load average; the
 README's tables and the plot are regenerated from it (``python -m benchmarks.report``
@@ -16,7 +21,7 @@ from __future__ import annotations
 import sys
 import time
 
-from . import bench_inverse, bench_more, bench_system, common, report
+from . import bench_inverse, bench_more, bench_sim, bench_system, common, report
 
 
 def main(argv=None):
@@ -36,22 +41,30 @@ def main(argv=None):
         ("forward_dynamics", lambda: bench_more.forward(quick, log)),
         ("reactions", lambda: bench_more.reactions(quick, log)),
         ("gradient", lambda: bench_more.gradient(quick, log)),
+        ("gradient_compile", lambda: bench_more.gradient_compile(quick, log)),
+        ("simulation", lambda: bench_sim.run(quick, log)),
         ("compile", lambda: bench_system.compile_times(quick, log)),
         ("latency", lambda: bench_system.latency(quick, log)),
         ("roofline", lambda: bench_system.roofline(quick, log)),
         ("memory", lambda: bench_system.memory(quick, log)),
     )
+    only = next((a.split("=", 1)[1] if "=" in a else argv[i + 1] for i, a in enumerate(argv) if a.startswith("--only")), None)
+    if only:
+        sections = tuple(s for s in sections if s[0] in only.split(","))
+    if quick:
+        common.RESULTS = common.HERE / "results_quick.json"
     for key, fn in sections:
         t = time.time()
         res[key] = fn()
         res.setdefault("section_seconds", {})[key] = round(time.time() - t, 1)
         res["run_seconds"] = time.time() - t0
         res["load_end"] = common.load()
-        common.save(res)  # after every section, so that an interrupted run keeps its results
+        common.save(res, common.RESULTS)  # after every section, so that an interrupted run keeps its results
     res["targets"] = report.targets(res)
-    common.save(res)
-    report.plot(res)
-    report.write_readme(res)
+    common.save(res, common.RESULTS)
+    if not quick and not only:
+        report.plot(res)
+        report.write_readme(res)
     print(f"done in {time.time() - t0:.0f} s; results in {common.RESULTS}")
     for t in res["targets"]:
         print(("MET  " if t["met"] else "MISS ") + t["target"], t["measured"])

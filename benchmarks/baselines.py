@@ -27,6 +27,8 @@ __all__ = [
     "sympy_chain",
     "MujocoBaseline",
     "PinocchioBaseline",
+    "MjxBaseline",
+    "mujoco_rollout_model",
     "to_relative",
     "from_relative",
     "forces_to_model",
@@ -360,3 +362,49 @@ class PinocchioBaseline:
     def forward_parallel(self, q, qd, tau, out):
         self.pin.abaInParallel(self.threads, self.pool, q, qd, tau, out)
         return out
+
+
+# ---------------------------------------------------------------- MuJoCo MJX
+
+
+class MjxBaseline:
+    """MuJoCo MJX (``mujoco-mjx``, JAX) on the MuJoCo twin: ``mjx.inverse`` and
+    ``mjx.forward`` under ``jax.jit(jax.vmap(...))`` over (B, dof) relative-angle
+    inputs. Raises ImportError where ``mujoco.mjx`` is not installed."""
+
+    def __init__(self, mujoco_baseline: MujocoBaseline):
+        import jax
+        from mujoco import mjx
+
+        self.mjx = mjx
+        self.m = mjx.put_model(mujoco_baseline.mj)
+        d0 = mjx.make_data(self.m)
+        m = self.m
+
+        def inv(q, qd, qdd):
+            return mjx.inverse(m, d0.replace(qpos=q, qvel=qd, qacc=qdd)).qfrc_inverse
+
+        def fwd(q, qd, tau):
+            return mjx.forward(m, d0.replace(qpos=q, qvel=qd, qfrc_applied=tau)).qacc
+
+        self.inverse_fn = jax.jit(jax.vmap(inv))
+        self.forward_fn = jax.jit(jax.vmap(fwd))
+
+
+def mujoco_rollout_model(model, dt: float):
+    """The MuJoCo twin of ``model`` set up for ``mujoco.rollout``: RK4 integrator,
+    time step ``dt``, no damping, contacts or constraints (as the twin), and one motor
+    per coordinate (gear 1, unlimited) so that the controls are the generalized forces
+    in relative angles."""
+    import mujoco
+
+    xml = _mjcf(model)
+    names = [f"hinge{i}" for i in range(model.segments)]
+    if model.base == "floating":
+        names = ["base_x", "base_y"] + names
+    motors = "\n".join(f'    <motor joint="{j}" gear="1"/>' for j in names)
+    xml = xml.replace("</mujoco>", f"  <actuator>\n{motors}\n  </actuator>\n</mujoco>")
+    mj = mujoco.MjModel.from_xml_string(xml)
+    mj.opt.integrator = mujoco.mjtIntegrator.mjINT_RK4
+    mj.opt.timestep = dt
+    return mj

@@ -1,15 +1,17 @@
 """Forward dynamics, joint reactions and the gradient of a batched loss.
 
-- forward dynamics (``forward_dynamics_batch``) against ``pin.abaInParallel`` (2
-  threads), ``pin.aba`` and ``mj_forward`` in loops, and ``jit(vmap(forward_dynamics))``;
-- joint reactions (``joint_reactions_batch``, world frame, every joint) against the
-  NumPy recursion (which returns them) and ``jit(vmap(joint_reactions))`` by the
-  projection of Blajer & Czaplicki;
+- forward dynamics, ``jaxmb.forward_dynamics(model, Q, QD, TAU)`` on (B, dof) arrays
+  called directly (the reference; first call = compile), and ``jit(vmap(...))`` of the
+  single-sample call, against ``pin.abaInParallel`` (2 threads), ``pin.aba`` and
+  ``mj_forward`` in loops, and MuJoCo MJX ``jit(vmap(mjx.forward))``;
+- joint reactions (``jaxmb.joint_reactions``, world frame, every joint, called
+  directly) against ``jit(vmap(...))`` of the single-sample call (recursive and
+  projection methods) and the NumPy recursion (which returns them);
 - the gradient with respect to every model parameter of a batched squared-torque
-  loss, ``sum(inverse_dynamics_batch(...)**2)``, against the time of the loss itself,
-  with the hand-derived adjoint (default) and with ``gradient="autodiff"`` (JAX's
-  reverse mode of the same pass), and the same gradient through
-  ``jit(vmap(inverse_dynamics))``.
+  loss, ``sum(jaxmb.inverse_dynamics(model, Q, QD, QDD)**2)``, against the time of the
+  loss itself, with the hand-derived adjoint (default, ``gradient="adjoint"``) and
+  with ``gradient="autodiff"`` (JAX's reverse mode of the same pass), and the same
+  gradient through ``jit(vmap(...))``; plus the compile time of the gradient.
 
 Run: ``python -m benchmarks.bench_more [--quick]``.
 """
@@ -23,6 +25,7 @@ import numpy as np
 
 from . import common
 from .baselines import (
+    MjxBaseline,
     MujocoBaseline,
     PinocchioBaseline,
     forces_to_relative,
@@ -32,6 +35,7 @@ from .baselines import (
 )
 
 LOOP_SAMPLES = 20000
+MJX_MAX_SEGMENTS = 7  # MJX's XLA compile of a 20-segment chain takes minutes on this CPU
 
 
 def _models(names):
@@ -55,50 +59,61 @@ def forward(quick: bool = False, log=print) -> list:
     import jax
 
     import jaxmb
-    from jaxmb.batch import forward_dynamics_batch, inverse_dynamics_batch
 
     common.enable_x64()
-    fd = jax.jit(lambda m, q, qd, tau: forward_dynamics_batch(m, q, qd, tau, batch_axis=-1))
-    vm = jax.jit(jax.vmap(jaxmb.forward_dynamics, in_axes=(None, 0, 0, 0)))
     rows = []
-    for name, model in _models(["chain3", "chain7", "chain20", "human7"]):
+    names = ["chain3", "chain20"] if quick else ["chain3", "chain7", "chain20", "human7"]
+    for name, model in _models(names):
         mj, pb = MujocoBaseline(model), PinocchioBaseline(model, threads=2)
-        for B in (10**3, 10**5):
-            q, qd, qdd = common.states(model, B, seed=7)
-            tau = np.asarray(inverse_dynamics_batch(model, q, qd, qdd, batch_axis=-1))
-            args = (model,) + tuple(jax.device_put(x) for x in (q, qd, tau))
-            first = (model,) + tuple(jax.device_put(np.ascontiguousarray(x.T)) for x in (q, qd, tau))
-            t0 = time.perf_counter()
-            c = fd.lower(*args).compile()
-            compile_s = time.perf_counter() - t0
-            acc = np.asarray(c(*args))
-            cv = vm.lower(*first).compile()
-            rel = [np.ascontiguousarray(to_relative(model, q.T)), np.ascontiguousarray(to_relative(model, qd.T)),
-                   np.ascontiguousarray(forces_to_relative(model, tau.T))]  # fmt: skip
+        mjx = None
+        if model.segments <= MJX_MAX_SEGMENTS:  # MJX's compile of the 20-chain's forward takes minutes
+            try:
+                mjx = MjxBaseline(mj)
+            except ImportError as e:
+                log(f"  (MJX skipped: {e})")
+        for B in (10**3, 10**4) if quick else (10**3, 10**5):
+            q, qd, qdd = common.states(model, B, seed=7)  # (B, dof)
+            tau = np.asarray(jaxmb.inverse_dynamics(model, q, qd, qdd))
+            xs = tuple(jax.device_put(x) for x in (q, qd, tau))
+            direct = lambda a=xs: jaxmb.forward_dynamics(model, *a)  # noqa: E731
+            acc, first_s = common.first_call(direct)
+            run_s = common.alternate({"x": lambda: common.block(direct())}, 1, 1, warmup=0)["x"]["median"]
+            compile_s = max(first_s - run_s, 0.0)
+            acc = np.asarray(acc)
+            cv, cv_s = common.compile_and_time(jax.vmap(lambda a, b, c: jaxmb.forward_dynamics(model, a, b, c)), *xs)
+            rel = [np.ascontiguousarray(to_relative(model, q)), np.ascontiguousarray(to_relative(model, qd)),
+                   np.ascontiguousarray(forces_to_relative(model, tau))]  # fmt: skip
             S = min(B, LOOP_SAMPLES)
             sub = [x[:S] for x in rel]
             fq = [np.asfortranarray(x.T) for x in rel]
             out = np.zeros((model.dof, B), order="F")
             cases = {
-                "jaxmb": lambda: common.block(c(*args)),
-                "jax_vmap": lambda: common.block(cv(*first)),
+                "jaxmb": lambda: common.block(direct()),
+                "jit_vmap": lambda: common.block(cv(*xs)),
                 "pinocchio_parallel": lambda: pb.forward_parallel(*fq, out),
                 "pinocchio_loop": lambda: pb.forward(*sub),
                 "mujoco_loop": lambda: mj.forward(*sub),
             }
             check = {
                 "vs_qdd": float(np.abs(acc - qdd).max()),
-                "jax_vmap": float(np.abs(np.asarray(cv(*first)).T - acc).max()),
-                "pinocchio_parallel": float(np.abs(from_relative(model, pb.forward_parallel(*fq, out).T) - acc.T).max()),
-                "mujoco_loop": float(np.abs(from_relative(model, mj.forward(*[x[:100] for x in rel])) - acc.T[:100]).max()),
+                "jit_vmap": float(np.abs(np.asarray(cv(*xs)) - acc).max()),
+                "pinocchio_parallel": float(np.abs(from_relative(model, pb.forward_parallel(*fq, out).T) - acc).max()),
+                "mujoco_loop": float(np.abs(from_relative(model, mj.forward(*[x[:100] for x in rel])) - acc[:100]).max()),
             }
+            if mjx is not None:
+                jrel = tuple(jax.device_put(x) for x in rel)
+                cm = mjx.forward_fn.lower(*jrel).compile()
+                cases["mjx"] = lambda: common.block(cm(*jrel))
+                check["mjx"] = float(np.abs(from_relative(model, np.asarray(cm(*jrel))[:100]) - acc[:100]).max())
             reps, inner = common.repeats_for(B, quick)
-            if B > 10**3:  # slow contenders (jit(vmap) of the Cholesky path for 20 segments: ~4 s)
+            if B > 10**3:
                 reps, inner = min(reps, 5), 1
             t = common.alternate(cases, reps, inner)
             for k in ("pinocchio_loop", "mujoco_loop"):
                 t[k] = common.scale(t[k], B / S, S)
-            rows.append(_speedup_row("FD", name, model, B, compile_s, t, check, log))
+            row = _speedup_row("FD", name, model, B, compile_s, t, check, log)
+            row["compile_jit_vmap_s"] = cv_s
+            rows.append(row)
     return rows
 
 
@@ -106,35 +121,37 @@ def reactions(quick: bool = False, log=print) -> list:
     import jax
 
     import jaxmb
-    from jaxmb.batch import joint_reactions_batch
 
     common.enable_x64()
-    jr = jax.jit(lambda m, q, qd, qdd: joint_reactions_batch(m, q, qd, qdd, batch_axis=-1))
-    vproj = jax.jit(jax.vmap(jaxmb.joint_reactions, in_axes=(None, 0, 0, 0)))
-    vrec = jax.jit(jax.vmap(lambda m, q, qd, qdd: jaxmb.joint_reactions(m, q, qd, qdd, method="recursive"),
-                            in_axes=(None, 0, 0, 0)))  # fmt: skip
     rows = []
-    for name, model in _models(["chain3", "chain7", "chain20", "human7"]):
+    names = ["chain3", "human7"] if quick else ["chain3", "chain7", "chain20", "human7"]
+    for name, model in _models(names):
         # 1e6 only where the slowest contender takes under a second (bounds the run time)
-        for B in (10**5, 10**6) if not quick and name in ("chain3", "human7") else (10**5,):
-            q, qd, qdd = common.states(model, B, seed=11)
-            args = (model,) + tuple(jax.device_put(x) for x in (q, qd, qdd))
-            first = (model,) + tuple(jax.device_put(np.ascontiguousarray(x.T)) for x in (q, qd, qdd))
-            t0 = time.perf_counter()
-            c = jr.lower(*args).compile()
-            compile_s = time.perf_counter() - t0
-            lam = np.asarray(c(*args))  # (n, 2, B)
-            cp, cr = vproj.lower(*first).compile(), vrec.lower(*first).compile()
+        sizes = (10**4,) if quick else (10**5, 10**6) if name in ("chain3", "human7") else (10**5,)
+        for B in sizes:
+            q, qd, qdd = common.states(model, B, seed=11)  # (B, dof)
+            xs = tuple(jax.device_put(x) for x in (q, qd, qdd))
+            ql, qdl, qddl = (np.ascontiguousarray(x.T) for x in (q, qd, qdd))
+            direct = lambda a=xs: jaxmb.joint_reactions(model, *a)  # noqa: E731
+            lam, first_s = common.first_call(direct)
+            run_s = common.alternate({"x": lambda: common.block(direct())}, 1, 1, warmup=0)["x"]["median"]
+            compile_s = max(first_s - run_s, 0.0)
+            lam = np.asarray(lam)  # (B, n, 2)
+            cp, _ = common.compile_and_time(
+                jax.vmap(lambda a, b, c: jaxmb.joint_reactions(model, a, b, c, method="projection")), *xs)
+            cr, _ = common.compile_and_time(jax.vmap(lambda a, b, c: jaxmb.joint_reactions(model, a, b, c)), *xs)
             cases = {
-                "jaxmb": lambda: common.block(c(*args)),
-                "jax_vmap_projection": lambda: common.block(cp(*first)),
-                "jax_vmap_recursive": lambda: common.block(cr(*first)),
-                "numpy": lambda: numpy_rnea(model, q, qd, qdd),
+                "jaxmb": lambda: common.block(direct()),
+                "jit_vmap_projection": lambda: common.block(cp(*xs)),
+                "jit_vmap_recursive": lambda: common.block(cr(*xs)),
+                "numpy": lambda: numpy_rnea(model, ql, qdl, qddl),
             }
             check = {
-                "jax_vmap_projection": float(np.abs(np.moveaxis(np.asarray(cp(*first)), 0, -1) - lam).max()),
-                "numpy": float(np.abs(numpy_rnea(model, q[:, :100], qd[:, :100], qdd[:, :100])[1] - lam[..., :100]).max()),
-            }
+                "jit_vmap_projection": float(np.abs(np.asarray(cp(*xs)) - lam).max()),
+                "jit_vmap_recursive": float(np.abs(np.asarray(cr(*xs)) - lam).max()),
+                "numpy": float(np.abs(np.moveaxis(numpy_rnea(model, ql[:, :100], qdl[:, :100], qddl[:, :100])[1], -1, 0)
+                                      - lam[:100]).max()),
+            }  # fmt: skip
             reps, inner = common.repeats_for(B, quick)
             t = common.alternate(cases, reps, inner)
             rows.append(_speedup_row("JR", name, model, B, compile_s, t, check, log))
@@ -157,57 +174,89 @@ def gradient(quick: bool = False, log=print) -> list:
     import jax.numpy as jnp
 
     import jaxmb
-    from jaxmb.batch import inverse_dynamics_batch
 
     common.enable_x64()
 
     def loss(m, q, qd, qdd, gradient="adjoint"):  # batched squared-torque loss, N^2 m^2
-        return jnp.sum(inverse_dynamics_batch(m, q, qd, qdd, batch_axis=-1, gradient=gradient) ** 2)
+        return jnp.sum(jaxmb.inverse_dynamics(m, q, qd, qdd, gradient=gradient) ** 2)
 
     def loss_autodiff(m, q, qd, qdd):  # JAX's own reverse mode of the same batched pass
         return loss(m, q, qd, qdd, "autodiff")
 
     def loss_vmap(m, q, qd, qdd):
-        return jnp.sum(jax.vmap(jaxmb.inverse_dynamics, in_axes=(None, 0, 0, 0))(m, q, qd, qdd) ** 2)
+        return jnp.sum(jax.vmap(lambda a, b, c: jaxmb.inverse_dynamics(m, a, b, c))(q, qd, qdd) ** 2)
 
-    f, g, gv = jax.jit(loss), jax.jit(jax.grad(loss)), jax.jit(jax.grad(loss_vmap))
-    ga = jax.jit(jax.grad(loss_autodiff))
     rows = []
     configs = [("chain3", 10**5), ("chain3", 10**6), ("chain20", 10**5), ("human7", 10**5)]
     every = dict(common.models())
-    for name, B in configs if not quick else [(n, 10**5) for n in ("chain3", "human7")]:
+    for name, B in configs if not quick else [(n, 10**4) for n in ("chain3", "human7")]:
         model = every[name]
         q, qd, qdd = common.states(model, B, seed=13)
         args = (model,) + tuple(jax.device_put(x) for x in (q, qd, qdd))
-        first = (model,) + tuple(jax.device_put(np.ascontiguousarray(x.T)) for x in (q, qd, qdd))
-        cf = f.lower(*args).compile()
-        t0 = time.perf_counter()
-        cg = g.lower(*args).compile()
-        compile_s = time.perf_counter() - t0
-        cgv = gv.lower(*first).compile()
-        cga = ga.lower(*args).compile()
-        g1, g2, g3 = cg(*args), cgv(*first), cga(*args)
+        cf, _ = common.compile_and_time(loss, *args)
+        jax.clear_caches()  # the gradient's compile time from a cold cache (jaxmb's internal jits too)
+        cg, compile_s = common.compile_and_time(jax.grad(loss), *args)
+        cgv, _ = common.compile_and_time(jax.grad(loss_vmap), *args)
+        cga, compile_auto_s = common.compile_and_time(jax.grad(loss_autodiff), *args)
+        g1, g2, g3 = cg(*args), cgv(*args), cga(*args)
         rel, rel_auto = _grad_difference(g1, g2), _grad_difference(g1, g3)
         cases = {
             "loss": lambda: common.block(cf(*args)),
             "grad": lambda: common.block(cg(*args)),
             "grad_autodiff": lambda: common.block(cga(*args)),
-            "grad_jax_vmap": lambda: common.block(cgv(*first)),
+            "grad_jit_vmap": lambda: common.block(cgv(*args)),
         }
         reps, inner = common.repeats_for(B, quick)
         t = common.alternate(cases, reps, inner)
         ratio = t["grad"]["median"] / t["loss"]["median"]
         row = {"model": name, "segments": model.segments, "batch": B, "dtype": "float64",
                "parameters": int(sum(np.size(x) for x in jax.tree_util.tree_leaves(model))),
-               "grad_compile_s": compile_s, "timings": t, "grad_over_loss": ratio,
+               "grad_compile_s": compile_s, "grad_autodiff_compile_s": compile_auto_s,
+               "timings": t, "grad_over_loss": ratio,
                "grad_autodiff_over_loss": t["grad_autodiff"]["median"] / t["loss"]["median"],
-               "grad_vmap_over_grad": t["grad_jax_vmap"]["median"] / t["grad"]["median"],
+               "grad_vmap_over_grad": t["grad_jit_vmap"]["median"] / t["grad"]["median"],
                "max_rel_diff_vs_vmap_grad": rel, "max_rel_diff_vs_autodiff": rel_auto,
                "load": common.load()}  # fmt: skip
         rows.append(row)
         log(f"GR {name:7s} B={B:>7d} loss {t['loss']['median'] * 1e3:8.2f} ms  grad {t['grad']['median'] * 1e3:8.2f} ms"
             f"  ratio {ratio:.2f}  (autodiff {t['grad_autodiff']['median'] * 1e3:.2f} ms,"
-            f" vmap grad {t['grad_jax_vmap']['median'] * 1e3:.2f} ms)")  # fmt: skip
+            f" jit(vmap) grad {t['grad_jit_vmap']['median'] * 1e3:.2f} ms)  compile {compile_s:.2f} s")  # fmt: skip
+    return rows
+
+
+def gradient_compile(quick: bool = False, log=print) -> list:
+    """Compile time of ``jax.grad`` of a squared-torque loss of ``jaxmb.inverse_dynamics``
+    with respect to the model, for ``jaxmb.seven_segment_human()`` (issue 8: < 2 s on
+    the CPU), from a cleared cache, with each gradient form; B = 1e3 (the compile time
+    does not depend on B)."""
+    import jax
+    import jax.numpy as jnp
+
+    import jaxmb
+
+    common.enable_x64()
+    model = jaxmb.seven_segment_human()
+    q, qd, qdd = common.states(model, 10**3, seed=17)
+    args = (model,) + tuple(jax.device_put(x) for x in (q, qd, qdd))
+    rows = []
+    for form in ("adjoint", "autodiff"):
+        def loss(m, q, qd, qdd, form=form):
+            return jnp.sum(jaxmb.inverse_dynamics(m, q, qd, qdd, gradient=form) ** 2)
+
+        reps = []
+        for _ in range(1 if quick else 3):
+            jax.clear_caches()
+            _, s = common.compile_and_time(jax.grad(loss), *args)
+            reps.append(s)
+        jax.clear_caches()
+        t0 = time.perf_counter()
+        common.block(jax.grad(loss)(*args))  # the user's way: no jit, first call
+        direct_s = time.perf_counter() - t0
+        row = {"model": "seven_segment_human", "gradient": form, "compile_s": float(np.median(reps)),
+               "first_call_unjitted_s": direct_s, "load": common.load()}  # fmt: skip
+        rows.append(row)
+        log(f"GC human7 grad ({form:8s}) jit compile {row['compile_s']:.2f} s; "
+            f"first un-jitted jax.grad call {direct_s:.2f} s")
     return rows
 
 
@@ -216,3 +265,4 @@ if __name__ == "__main__":
     forward(quick)
     reactions(quick)
     gradient(quick)
+    gradient_compile(quick)

@@ -32,27 +32,25 @@ def compile_times(quick: bool = False, log=print) -> list:
     import jax.numpy as jnp
 
     import jaxmb
-    from jaxmb.batch import forward_dynamics_batch, inverse_dynamics_batch, joint_reactions_batch
 
     common.enable_x64()
     jax.jit(lambda x: x + 1).lower(jnp.zeros(3)).compile()  # backend start-up, not counted
     every = dict(common.models())
     B = 10**5
     fns = {
-        "inverse_dynamics_batch": lambda m, q, qd, qdd: inverse_dynamics_batch(m, q, qd, qdd, batch_axis=-1),
-        "joint_reactions_batch": lambda m, q, qd, qdd: joint_reactions_batch(m, q, qd, qdd, batch_axis=-1),
-        "joint_reactions_batch(segment frame)": lambda m, q, qd, qdd: joint_reactions_batch(
-            m, q, qd, qdd, frame="segment", batch_axis=-1),
-        "forward_dynamics_batch": lambda m, q, qd, qdd: forward_dynamics_batch(m, q, qd, qdd, batch_axis=-1),
-        "inverse_dynamics (one sample)": lambda m, q, qd, qdd: jaxmb.inverse_dynamics(m, q[:, 0], qd[:, 0], qdd[:, 0]),
-        "joint_reactions (one sample)": lambda m, q, qd, qdd: jaxmb.joint_reactions(m, q[:, 0], qd[:, 0], qdd[:, 0]),
+        "inverse_dynamics": lambda m, q, qd, qdd: jaxmb.inverse_dynamics(m, q, qd, qdd),
+        "joint_reactions": lambda m, q, qd, qdd: jaxmb.joint_reactions(m, q, qd, qdd),
+        "joint_reactions(segment frame)": lambda m, q, qd, qdd: jaxmb.joint_reactions(m, q, qd, qdd, frame="segment"),
+        "forward_dynamics": lambda m, q, qd, qdd: jaxmb.forward_dynamics(m, q, qd, qdd),
+        "inverse_dynamics (one sample)": lambda m, q, qd, qdd: jaxmb.inverse_dynamics(m, q[0], qd[0], qdd[0]),
+        "joint_reactions (one sample)": lambda m, q, qd, qdd: jaxmb.joint_reactions(m, q[0], qd[0], qdd[0]),
     }
     rows = []
     for name in ("human7", "chain20", "chain3"):
         model = every[name]
-        args = (model,) + tuple(jax.ShapeDtypeStruct((model.dof, B), jnp.float64) for _ in range(3))
+        args = (model,) + tuple(jax.ShapeDtypeStruct((B, model.dof), jnp.float64) for _ in range(3))
         for fname, fn in fns.items():
-            if name != "human7" and "batch" not in fname:
+            if name != "human7" and "one sample" in fname:
                 continue
             reps = []
             for _ in range(1 if quick else 3):
@@ -74,16 +72,13 @@ def latency(quick: bool = False, log=print) -> list:
     import jax
 
     import jaxmb
-    from jaxmb.batch import inverse_dynamics_batch
-
     common.enable_x64()
     every = dict(common.models())
     rows = []
     core = jax.jit(jaxmb.inverse_dynamics)
-    batched = jax.jit(lambda m, q, qd, qdd: inverse_dynamics_batch(m, q, qd, qdd))
     for name in ("chain3", "human7"):
         model = every[name]
-        q, qd, qdd = (x[:, 0] for x in common.states(model, 1, seed=3))
+        q, qd, qdd = (x[0] for x in common.states(model, 1, seed=3))
         jq = tuple(jax.device_put(x) for x in (q, qd, qdd))
         jb1 = tuple(jax.device_put(x[None]) for x in (q, qd, qdd))
         rel = [to_relative(model, x[None]) for x in (q, qd, qdd)]
@@ -99,7 +94,8 @@ def latency(quick: bool = False, log=print) -> list:
 
         cases = {
             "jaxmb inverse_dynamics (jit, one sample)": lambda: core(model, *jq).block_until_ready(),
-            "jaxmb inverse_dynamics_batch (jit, B=1)": lambda: batched(model, *jb1).block_until_ready(),
+            "jaxmb inverse_dynamics (direct, one sample)": lambda: jaxmb.inverse_dynamics(model, *jq).block_until_ready(),
+            "jaxmb inverse_dynamics (direct, B=1)": lambda: jaxmb.inverse_dynamics(model, *jb1).block_until_ready(),
             "pinocchio rnea": lambda: pb.pin.rnea(pb.pm, pb.data, rel[0][0], rel[1][0], rel[2][0]),
             "mujoco mj_inverse": mj_one,
             "numpy recursion (B=1)": lambda: numpy_rnea(model, q[:, None], qd[:, None], qdd[:, None]),
@@ -128,7 +124,7 @@ def roofline(quick: bool = False, log=print) -> dict:
     import jax
     import jax.numpy as jnp
 
-    from jaxmb.batch import inverse_dynamics_batch
+    import jaxmb
 
     common.enable_x64()
     backend = jax.default_backend()
@@ -154,7 +150,7 @@ def roofline(quick: bool = False, log=print) -> dict:
         for name, B in configs if not quick else [("chain3", 10**5)]:
             model = every[name].astype(dtype)
             xs = tuple(jax.device_put(x) for x in common.states(model, B, seed=5, dtype=np.dtype(jnp.dtype(dtype).name)))
-            f = jax.jit(lambda m, q, qd, qdd: inverse_dynamics_batch(m, q, qd, qdd, batch_axis=-1))
+            f = jax.jit(lambda m, q, qd, qdd: jaxmb.inverse_dynamics(m, q, qd, qdd))
             cf = f.lower(model, *xs).compile()
             r, inner = common.repeats_for(B, quick)
             t = common.alternate({"jaxmb": lambda: common.block(cf(model, *xs))}, r, inner)["jaxmb"]
@@ -182,19 +178,15 @@ def memory(quick: bool = False, log=print) -> dict:
     import jax.numpy as jnp
 
     import jaxmb
-    from jaxmb.batch import inverse_dynamics_batch
-
     common.enable_x64()
     B = 10**5 if quick else 10**6
     model = common.chain_model(3)
-    last = tuple(jax.ShapeDtypeStruct((model.dof, B), jnp.float64) for _ in range(3))
     first = tuple(jax.ShapeDtypeStruct((B, model.dof), jnp.float64) for _ in range(3))
     out = {"model": "chain3", "batch": B, "dtype": "float64"}
     cases = (
-        ("jaxmb", lambda m, *x: inverse_dynamics_batch(m, *x, batch_axis=-1), last),
-        ("jaxmb matrix form", lambda m, *x: inverse_dynamics_batch(m, *x, batch_axis=-1, method="matrix"), last),
-        ("jaxmb batch first", lambda m, *x: inverse_dynamics_batch(m, *x), first),
-        ("jax_vmap", jax.vmap(jaxmb.inverse_dynamics, in_axes=(None, 0, 0, 0)), first),
+        ("jaxmb", lambda m, *x: jaxmb.inverse_dynamics(m, *x), first),
+        ("jaxmb matrix kernel", lambda m, *x: jaxmb.inverse_dynamics(m, *x, kernel="matrix"), first),
+        ("jit_vmap", jax.vmap(jaxmb.inverse_dynamics, in_axes=(None, 0, 0, 0)), first),
     )
     for label, fn, spec in cases:
         ma = jax.jit(fn).lower(model, *spec).compile().memory_analysis()
@@ -205,7 +197,7 @@ def memory(quick: bool = False, log=print) -> dict:
         }  # fmt: skip
         log(f"MEM {label:18s} inputs {args / 2**20:7.1f} MiB  outputs {outs / 2**20:6.1f} MiB  "
             f"temporaries {temp / 2**20:8.1f} MiB  peak/(in+out) {out[label]['peak_over_inputs_outputs']:.2f}")  # fmt: skip
-    q, qd, qdd = common.states(model, B)
+    q, qd, qdd = (np.ascontiguousarray(x.T) for x in common.states(model, B))  # NumPy's (dof, B)
     tracemalloc.start()
     tracemalloc.reset_peak()
     tau = numpy_rnea(model, q, qd, qdd)[0]

@@ -74,7 +74,8 @@ def models():
 
 
 def states(model, batch: int, seed: int = 0, dtype=np.float64):
-    """(q, qd, qdd), each (dof, B) batch-last: angles U(-pi, pi) rad, rates N(0, 2^2)
+    """(q, qd, qdd), each (B, dof) (the one API's layout; ``.T`` gives the NumPy
+    baselines' (dof, B)): angles U(-pi, pi) rad, rates N(0, 2^2)
     rad/s, accelerations N(0, 5^2) rad/s^2, a floating base within 1 m."""
     rng = np.random.default_rng(seed)
     dof = model.dof
@@ -83,10 +84,28 @@ def states(model, batch: int, seed: int = 0, dtype=np.float64):
         q[:2] = rng.uniform(-1.0, 1.0, (2, batch))
     qd = 2.0 * rng.standard_normal((dof, batch))
     qdd = 5.0 * rng.standard_normal((dof, batch))
-    return tuple(np.ascontiguousarray(x, dtype=dtype) for x in (q, qd, qdd))
+    return tuple(np.ascontiguousarray(x.T, dtype=dtype) for x in (q, qd, qdd))
 
 
 # ------------------------------------------------------------------- timing
+
+
+def compile_and_time(fn, *args):
+    """(compiled, seconds): ``jax.jit(fn)`` lowered and compiled ahead of time, so
+    that compilation is measured apart from the run time."""
+    import jax
+
+    t0 = time.perf_counter()
+    c = jax.jit(fn).lower(*args).compile()
+    return c, time.perf_counter() - t0
+
+
+def first_call(fn, *args):
+    """(result, seconds) of the first call of a function that compiles on first use
+    (the one API called directly): its compile time plus one run."""
+    t0 = time.perf_counter()
+    out = block(fn(*args))
+    return out, time.perf_counter() - t0
 
 
 def block(x):

@@ -1,4 +1,6 @@
-"""The measurements behind three design choices of ``jaxmb.batch``, rerunnable.
+"""The measurements behind three design choices of ``jaxmb.batch``, rerunnable
+(through the one API, ``jaxmb.inverse_dynamics`` / ``jaxmb.forward_dynamics`` on (B, dof)
+arrays, and the kernel's private helpers on its internal (dof, B) layout).
 
 1. The parameter adjoint sums all its per-sample rows in one variadic ``lax.reduce``
    (a single fused loop) rather than one ``jnp.sum`` per row (which makes XLA
@@ -35,13 +37,14 @@ def reductions(log=print) -> list:
     import jax
     import jax.numpy as jnp
 
+    import jaxmb
     from jaxmb import batch as jb
 
     rows_out = []
     every = dict(common.models())
     for name, B in (("chain3", 10**5), ("chain3", 10**6), ("human7", 10**5)):
         model = every[name]
-        q, qd, qdd = (jnp.asarray(x) for x in common.states(model, B, seed=3))
+        q, qd, qdd = (jnp.asarray(x.T) for x in common.states(model, B, seed=3))  # the kernel's internal (dof, B)
         tbar = jnp.asarray(np.random.default_rng(4).standard_normal(q.shape))
 
         def params(m):
@@ -70,6 +73,7 @@ def adjoint_size(quick: bool, log=print) -> list:
     import jax
     import jax.numpy as jnp
 
+    import jaxmb
     from jaxmb import batch as jb
 
     out = []
@@ -82,12 +86,13 @@ def adjoint_size(quick: bool, log=print) -> list:
             q, qd, qdd = (jnp.asarray(x) for x in common.states(model, B, seed=5))
             row = {"segments": n, "batch": B}
             for g in ("adjoint", "autodiff"):
-                f = jax.jit(jax.grad(lambda m, g=g: jnp.sum(
-                    jb.inverse_dynamics_batch(m, q, qd, qdd, batch_axis=-1, gradient=g) ** 2)))  # fmt: skip
+                # q, qd, qdd as arguments: closed over, jaxmb's input finite check raises TracerBoolConversionError under jit
+                f = jax.jit(jax.grad(lambda m, q, qd, qdd, g=g: jnp.sum(
+                    jaxmb.inverse_dynamics(m, q, qd, qdd, gradient=g) ** 2)))  # fmt: skip
                 t0 = time.perf_counter()
-                c = f.lower(model).compile()
+                c = f.lower(model, q, qd, qdd).compile()
                 row[f"{g}_compile_s"] = time.perf_counter() - t0
-                row[f"{g}_run_ms"] = _median_time(lambda c=c: c(model), reps=5) * 1e3
+                row[f"{g}_run_ms"] = _median_time(lambda c=c: c(model, q, qd, qdd), reps=5) * 1e3
             out.append(row)
             log(f"ADJ {n:3d} segments: adjoint compile {row['adjoint_compile_s']:.1f} s run {row['adjoint_run_ms']:.1f} ms;"
                 f" reverse mode compile {row['autodiff_compile_s']:.1f} s run {row['autodiff_run_ms']:.1f} ms")  # fmt: skip
@@ -101,6 +106,7 @@ def solvers(log=print) -> list:
     import jax
     import jax.numpy as jnp
 
+    import jaxmb
     from jaxmb import batch as jb
 
     out = []
@@ -115,7 +121,7 @@ def solvers(log=print) -> list:
             results = {}
             for label, limit in (("ldl", 10**6), ("column_loop", 0)):
                 jb._LDL_MAX = limit  # read when the function is traced
-                f = jax.jit(lambda m, q, qd, tau: jb.forward_dynamics_batch(m, q, qd, tau, batch_axis=-1))
+                f = jax.jit(lambda m, q, qd, tau: jaxmb.forward_dynamics(m, q, qd, tau))
                 t0 = time.perf_counter()
                 c = f.lower(model, q, qd, tau).compile()
                 row[f"{label}_compile_s"] = time.perf_counter() - t0

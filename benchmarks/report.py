@@ -16,7 +16,7 @@ README = common.HERE / "README.md"
 PLOT = common.HERE / "speedup.png"
 START, END = "<!-- results:start -->", "<!-- results:end -->"
 
-BASELINES = ("pinocchio_parallel", "numpy", "sympy", "mujoco_loop", "pinocchio_loop", "jax_vmap", "jaxmb_batch_first")
+BASELINES = ("pinocchio_parallel", "numpy", "sympy", "mujoco_loop", "pinocchio_loop", "mjx", "jaxmb_jit", "jit_vmap")
 
 
 def _ms(s):
@@ -35,27 +35,38 @@ def _find(rows, **kw):
 
 
 def targets(res: dict) -> list:
-    """Every target of issue 4 with the measured figure and whether it is met."""
+    """Every target of issue 8 (and the remaining ones of issue 4) with the measured figure and whether it is met."""
     out = []
     inv = res.get("inverse_dynamics", [])
 
     def add(what, value, limit, met, note=""):
         out.append({"target": what, "measured": value, "limit": limit, "met": bool(met), "note": note})
 
-    r = _find(inv, model="chain3", batch=10**6, dtype="float64")
-    if r:
-        add("ID n=3, B=1e6, float64: >= 3x pin.rneaInParallel (2 threads)", r["speedup"]["pinocchio_parallel"], 3.0,
-            r["speedup"]["pinocchio_parallel"] >= 3.0)
-        add("ID n=3, B=1e6, float64: >= 5x NumPy", r["speedup"]["numpy"], 5.0, r["speedup"]["numpy"] >= 5.0)
-    r = _find(inv, model="chain20", batch=10**5, dtype="float64")
-    if r:
-        add("ID n=20, B=1e5, float64: >= 1.5x pin.rneaInParallel (2 threads)", r["speedup"]["pinocchio_parallel"], 1.5,
-            r["speedup"]["pinocchio_parallel"] >= 1.5)
+    for key, label in (("jaxmb", "direct call"), ("jit_vmap", "jit(vmap(single-sample))")):
+        for model, B, limit in (("chain3", 10**6, 10.0), ("chain20", 10**5, 3.0)):
+            r = _find(inv, model=model, batch=B, dtype="float64")
+            if r and "pinocchio_parallel" in r["timings"] and key in r["timings"]:
+                x = r["timings"]["pinocchio_parallel"]["median"] / r["timings"][key]["median"]
+                add(f"ID {model}, B={B:.0e}, float64, {label}: >= {limit:g}x pin.rneaInParallel (2 threads)", x, limit,
+                    x >= limit)
+    for r in res.get("forward_dynamics", []):
+        if "pinocchio_parallel" in r.get("speedup", {}):
+            x = r["speedup"]["pinocchio_parallel"]
+            add(f"FD {r['model']}, B={r['batch']:.0e}: >= 1.5x pin.abaInParallel (2 threads)", x, 1.5, x >= 1.5)
     for g in res.get("gradient", []):
-        add(f"gradient/loss time, {g['model']}, B={g['batch']:.0e}: <= 3", g["grad_over_loss"], 3.0,
-            g["grad_over_loss"] <= 3.0)
+        add(f"gradient/loss time, {g['model']}, B={g['batch']:.0e}: <= 1.5", g["grad_over_loss"], 1.5,
+            g["grad_over_loss"] <= 1.5)
+    for g in res.get("gradient_compile", []):
+        if g["gradient"] == "adjoint":
+            add("compile of jax.grad (model) of the seven-segment human's ID: < 2 s", g["compile_s"], 2.0,
+                g["compile_s"] < 2.0)
+    for r in res.get("simulation", []):
+        x = r["speedup"].get("mujoco_rollout")
+        if x is not None:
+            add(f"batched RK4 simulation {r['model']}, B={r['batch']:.0e}: >= 5x mujoco.rollout (2 threads)", x, 5.0,
+                x >= 5.0)
     for c in res.get("compile", []):
-        if c["model"] == "human7" and c["function"] in ("inverse_dynamics_batch", "joint_reactions_batch"):
+        if c["model"] == "human7" and c["function"] in ("inverse_dynamics", "joint_reactions"):
             add(f"compile {c['function']}, seven-segment human: < 2 s", c["total_s"], 2.0, c["total_s"] < 2.0)
     mem = res.get("memory", {})
     if "jaxmb" in mem:
@@ -101,10 +112,11 @@ def tables(res: dict) -> str:
         "",
         "### Batched inverse dynamics",
         "",
-        "Median time of one call of `inverse_dynamics_batch` (batch-last, `method=\"auto\"`) in ms, and the "
+        "Median time of one direct call (no `jax.jit` around it) of `jaxmb.inverse_dynamics(model, Q, QD, QDD)` "
+        "on (B, dof) arrays in ms, and the "
         "speedup over each baseline (baseline time / jaxmb time, both medians of alternated rounds; the "
         "baselines run in float64, so the float32 rows compare jaxmb float32 against float64 baselines, "
-        "except `jax_vmap`, which runs in the row's dtype). Loops (`mujoco_loop`, `pinocchio_loop`) are "
+        "except `jaxmb_jit`, `jit_vmap`, which run in the row's dtype; `mjx` up to 7 segments, scaled from 1e5). Loops (`mujoco_loop`, `pinocchio_loop`) are "
         "timed on at most 20000 samples and scaled to the batch.",
         "",
         "| model | batch | dtype | jaxmb ms | compile s | " + " | ".join(BASELINES) + " |",
@@ -117,7 +129,7 @@ def tables(res: dict) -> str:
             ref = _find(inv, model=r["model"], batch=r["batch"], dtype="float64")
             if ref:
                 for k in BASELINES:
-                    if k != "jax_vmap" and k in ref["timings"]:
+                    if k != "jit_vmap" and k in ref["timings"]:
                         sp[k] = ref["timings"][k]["median"] / r["timings"]["jaxmb"]["median"]
         lines.append(
             f"| {r['model']} | {r['batch']:.0e} | {r['dtype']} | {_ms(r['timings']['jaxmb']['median'])} | "
@@ -125,9 +137,9 @@ def tables(res: dict) -> str:
         )
     for key, title, cols in (
         ("forward_dynamics", "Batched forward dynamics (float64)",
-         ("pinocchio_parallel", "pinocchio_loop", "mujoco_loop", "jax_vmap")),
+         ("pinocchio_parallel", "pinocchio_loop", "mujoco_loop", "jit_vmap")),
         ("reactions", "Batched joint reactions (float64, every joint, world frame)",
-         ("numpy", "jax_vmap_projection", "jax_vmap_recursive")),
+         ("numpy", "jit_vmap_projection", "jit_vmap_recursive")),
     ):  # fmt: skip
         rows = res.get(key, [])
         if not rows:
@@ -139,7 +151,7 @@ def tables(res: dict) -> str:
                          + " | ".join(_x(r["speedup"].get(k)) for k in cols) + " |")  # fmt: skip
     if res.get("gradient"):
         lines += ["", "### Gradient of a batched squared-torque loss", "",
-                  "`jax.grad` of `sum(inverse_dynamics_batch(model, q, qd, qdd)**2)` with respect to every model "
+                  "`jax.grad` of `sum(jaxmb.inverse_dynamics(model, Q, QD, QDD)**2)` with respect to every model "
                   "parameter, against the loss alone: with the hand-derived adjoint (the default, "
                   "`gradient=\"adjoint\"`), with JAX's reverse mode of the same batched pass "
                   "(`gradient=\"autodiff\"`), and through `jit(vmap(inverse_dynamics))`.",
@@ -152,8 +164,22 @@ def tables(res: dict) -> str:
             diff = g.get("max_rel_diff_vs_autodiff")
             lines.append(f"| {g['model']} | {g['batch']:.0e} | {g['parameters']} | {_ms(t['loss']['median'])} | "
                          f"{_ms(t['grad']['median'])} | {g['grad_over_loss']:.2f} | "
-                         f"{'-' if auto is None else f'{auto:.2f}'} | {_ms(t['grad_jax_vmap']['median'])} | "
+                         f"{'-' if auto is None else f'{auto:.2f}'} | {_ms(t['grad_jit_vmap']['median'])} | "
                          f"{g['grad_compile_s']:.2f} | {'-' if diff is None else f'{diff:.0e}'} |")  # fmt: skip
+    if res.get("gradient_compile"):
+        lines += ["", "### Compile time of the gradient, seven-segment human", "",
+                  "| gradient | jit compile s (cleared caches) | first un-jitted `jax.grad` call s |", "|---|---|---|"]
+        for g in res["gradient_compile"]:
+            lines.append(f"| {g['gradient']} | {g['compile_s']:.2f} | {g['first_call_unjitted_s']:.2f} |")
+    if res.get("simulation"):
+        lines += ["", "### Batched RK4 simulation against mujoco.rollout (2 threads)", "",
+                  "| model | batch | steps | jaxmb (direct) steps/s | jaxmb_jit steps/s | jit_vmap steps/s | "
+                  "mujoco_rollout steps/s | max abs diff vs MuJoCo (rad) |", "|---|---|---|---|---|---|---|---|"]
+        for r in res["simulation"]:
+            sp = r["steps_per_s"]
+            lines.append(f"| {r['model']} | {r['batch']:.0e} | {r['steps']} | {sp['jaxmb']:.3g} | "
+                         f"{sp.get('jaxmb_jit', float('nan')):.3g} | {sp['jit_vmap']:.3g} | "
+                         f"{sp['mujoco_rollout']:.3g} | {r['max_abs_diff_rad'].get('mujoco_rollout', float('nan')):.1e} |")
     roof = res.get("roofline")
     if roof:
         bw = ", ".join(f"{b['dtype']} {b['best_GB_s']:.1f} GB/s" for b in roof["bandwidth"])
@@ -216,7 +242,7 @@ def plot(res: dict):
         if not rows:
             continue
         bs = [r["batch"] for r in rows]
-        for key, color in (("jaxmb", "C0"), ("pinocchio_parallel", "C1"), ("numpy", "C2"), ("jax_vmap", "C3")):
+        for key, color in (("jaxmb", "C0"), ("pinocchio_parallel", "C1"), ("numpy", "C2"), ("jit_vmap", "C3")):
             ys = [r["per_sample_ns"][key] for r in rows]
             ax2.loglog(bs, ys, style, color=color, marker="o", ms=3, label=f"{key} {name}")
     ax2.set_xlabel("batch size")

@@ -9,19 +9,22 @@ consistent data and checks the projection against it:
    pattern: knees and hips give and push during the support, the arms swing up,
    then a pike in the flight and an opening before the landing. The backward lean
    is calibrated (bisection) for one backward rotation of the trunk at the landing.
-2. The motion is simulated in MAXIMAL coordinates (x, y, theta per segment; the 12
-   joint constraints by Lagrange multipliers, Baumgarte-stabilised, RK4): the
-   multipliers are the simulation's own joint forces.
+2. The motion is simulated in MAXIMAL coordinates with ``jaxmb.maximal`` (x, y,
+   theta per segment; the 12 joint constraints by Lagrange multipliers,
+   Baumgarte-stabilised, RK4): the multipliers are the simulation's own joint forces.
 3. From the simulated kinematics (q, qd, qdd recovered from p, pd, pdd) and the bed
    force alone, ``jaxmb.joint_reactions`` (projection) gives the hip, knee and ankle
    reactions, which are compared with the multipliers. ``jaxmb.simulate`` (minimal
    coordinates) of the same closed loop cross-checks the trajectory.
 
+The bed, the controller, the plan, the scenario and the pipeline live in
+experiments/somersault.py, next to this script.
+
 Writes experiments/out/somersault_reactions.png (and a copy in docs/), prints the
 comparison and the paper's observation: the vertical reaction drops from the ankle
 to the hip during the support.
 
-Run:  python experiments/somersault_reactions.py   (about 1-2 minutes on 2 CPU cores)
+Run:  python experiments/somersault_reactions.py   (about 20 s on 2 CPU cores)
 """
 
 from __future__ import annotations
@@ -36,7 +39,7 @@ import numpy as np
 
 jax.config.update("jax_enable_x64", True)
 
-from jaxmb import somersault as so  # noqa: E402
+import somersault as so  # noqa: E402  (experiments/somersault.py, next to this script)
 from jaxmb.anthropometry import seven_segment_human  # noqa: E402
 from jaxmb.plot import stick_figure  # noqa: E402
 

@@ -1,7 +1,7 @@
 """jaxmb: dynamics of planar multibody models of the human body, in JAX.
 
-Core functions take one sample and are pure: compose ``jax.jit``, ``jax.vmap`` and
-``jax.grad`` freely. Importing jaxmb changes no global JAX setting: switch float64 on
+Core functions take one sample or any leading batch shape, run compiled batched
+kernels, and are pure: compose ``jax.jit``, ``jax.vmap`` and ``jax.grad`` freely. Importing jaxmb changes no global JAX setting: switch float64 on
 in your own program if you want it (see the README).
 """
 
@@ -18,6 +18,8 @@ from .dynamics import (
     mass_matrix,
     point_load,
     potential_energy,
+    rnea,
+    rnea_full,
     torque_components,
     total_energy,
 )
@@ -51,17 +53,11 @@ from .anthropometry import (
     to_vertical,
     two_link_arm,
 )
-from .batch import (
-    forward_dynamics_batch,
-    inverse_dynamics_batch,
-    joint_moments_batch,
-    joint_reactions_batch,
-)
 from .model import Model, chain, tree
 from .reactions import joint_reactions
-from .recursive import rnea, rnea_full
 from .sharding import batch_mesh, sharded
 from .simulate import Trajectory, simulate
+from . import maximal
 
 __version__ = "0.1.0"
 
@@ -115,14 +111,12 @@ __all__ = [
     "SEVEN_SEGMENT_POINTING",
     "from_vertical",
     "to_vertical",
-    # batches (batch as the contiguous axis) and devices
-    "inverse_dynamics_batch",
-    "joint_moments_batch",
-    "joint_reactions_batch",
-    "forward_dynamics_batch",
+    # devices
     "sharded",
     "batch_mesh",
     # simulation
     "simulate",
     "Trajectory",
+    # maximal coordinates with Lagrange multipliers (a reference formulation)
+    "maximal",
 ]

@@ -70,24 +70,19 @@ Every public function accepts either layout: ``batch_axis=0`` (``q`` of shape
 
 from __future__ import annotations
 
+import functools
 import math
-from typing import Sequence
+from typing import NamedTuple
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 from jax import lax
+from jax.custom_batching import custom_vmap
 
-from .kinematics import _float_dtype
-from .model import Model, Segment, ancestor_matrix
+from .model import Model, ancestor_matrix
 
-__all__ = [
-    "sincos",
-    "inverse_dynamics_batch",
-    "joint_reactions_batch",
-    "joint_moments_batch",
-    "forward_dynamics_batch",
-]
+__all__ = ["sincos", "Spec", "run", "call", "evaluate"]
 
 # ----------------------------------------------------------------- sin and cos
 #
@@ -541,13 +536,14 @@ def _lanes(dtype) -> int:
     return 8 if dtype == jnp.float64 else 64
 
 
-def _param_adjoint(model, q, qd, qdd, tbar, loads):
+def _param_adjoint(model, q, qd, qdd, tbar, loads, group: int = 0):
     """(d joint_attach, d com, d mass, d inertia, d gravity) of sum_b tbar_b . tau_b,
     for batch-last q, qd, qdd, tbar (dof, B) and loads (segments, 3, B or 1) or None.
 
     The batch is viewed as (B // L, L) so that the reduction runs over the major axis
     and the L lanes stay vectorised; the last B mod L samples are a second, short
-    reduction."""
+    reduction. ``group`` > 0 splits the reduction into reductions of at most that many
+    outputs (accelerators; see ``_GPU_GROUP``)."""
     n = model.segments
     B = q.shape[-1]
     L = _lanes(q.dtype)
@@ -565,10 +561,14 @@ def _param_adjoint(model, q, qd, qdd, tbar, loads):
         ld = None if loads is None else (loads[..., 0] if shared else cut(loads))
         d_attach, d_cx, d_cy, d_mass, d_inertia, d_g = _adjoint_rows(model, *map(cut, (q, qd, qdd, tbar)), ld)
         rows = tuple(d_attach + d_cx + d_cy + d_mass + d_inertia + [d_g])
-        sums = lax.reduce(
-            rows, tuple(jnp.zeros((), q.dtype) for _ in rows),
-            lambda xs, ys: tuple(x + y for x, y in zip(xs, ys)), (0,),
-        )  # fmt: skip
+        size = group or len(rows)
+        sums = ()
+        for g0 in range(0, len(rows), size):
+            part = rows[g0 : g0 + size]
+            sums += tuple(lax.reduce(
+                part, tuple(jnp.zeros((), q.dtype) for _ in part),
+                lambda xs, ys: tuple(x + y for x, y in zip(xs, ys)), (0,),
+            ))  # fmt: skip
         parts.append(jnp.stack([jnp.sum(x) for x in sums]) if view else jnp.stack(sums))
     tot = parts[0] if len(parts) == 1 else parts[0] + parts[1]
     k = n - 1
@@ -578,242 +578,18 @@ def _param_adjoint(model, q, qd, qdd, tbar, loads):
 
 
 GRADIENTS = ("adjoint", "autodiff")
-# segments: the adjoint's single fused loop up to this many; JAX's reverse mode beyond.
+# segments: the adjoint's fused loop up to this many; JAX's reverse mode beyond.
 # Measured on a chain, batch 1e4 (python -m benchmarks.design): 40 segments compile in
 # 6 s and run 6x faster than reverse mode; 48 compile in 22 s and run 1.7x slower; 80
 # took 524 s to compile (measured once).
 _ADJOINT_MAX = 40
-
-
-def _tau(model, q, qd, qdd, loads, method, chunk, B, axis, gradient):
-    """tau with the batch on ``axis``, from batch-last inputs. Under reverse-mode
-    differentiation with gradient="adjoint" the model's parameters get the adjoint
-    above, and q, qd, qdd and loads (when they are differentiated) JAX's reverse mode
-    of the pass."""
-    if gradient not in GRADIENTS:
-        raise ValueError(f"gradient must be one of {GRADIENTS}, got {gradient!r}")
-
-    def evaluate(params, q, qd, qdd, loads):
-        m = model if params is None else _Params(model, *params)
-        return _run(m, q, qd, qdd, loads, method, chunk, B, lambda tau, F, T, c, s: tau, axis)
-
-    if gradient == "autodiff" or model.segments > _ADJOINT_MAX:
-        return evaluate(None, q, qd, qdd, loads)
-
-    f = jax.custom_vjp(evaluate)
-
-    def fwd(params, q, qd, qdd, loads):
-        args = (params, q, qd, qdd, loads)
-        values = jax.tree_util.tree_map(lambda x: x.value, args)
-        perturbed = [any(x.perturbed for x in jax.tree_util.tree_leaves(a)) for a in args]
-        # which inputs need cotangents, kept as the residuals' tree structure
-        flags = tuple(() if p else None for p in perturbed)
-        return evaluate(*values), (values, flags)
-
-    def bwd(res, tbar):
-        values, flags = res
-        params, q, qd, qdd, loads = values
-        if isinstance(tbar, jax.custom_derivatives.SymbolicZero):
-            tbar = jnp.zeros(tbar.shape, tbar.dtype)
-        d_params = None
-        if flags[0] is not None:
-            tbar_last = tbar.T if axis == 0 else tbar  # batch-last, like the inputs
-            d_params = _param_adjoint(_Params(model, *params), q, qd, qdd, tbar_last, loads)
-        if all(fl is None for fl in flags[1:]):
-            return (d_params, None, None, None, None)
-        _, vjp = jax.vjp(lambda *x: evaluate(params, *x), q, qd, qdd, loads)
-        return (d_params,) + tuple(vjp(tbar))
-
-    f.defvjp(fwd, bwd, symbolic_zeros=True)
-    params = (model.joint_attach, model.com, model.mass, model.inertia, model.gravity)
-    return f(params, q, qd, qdd, loads)
-
-
-# ------------------------------------------------------------ input handling
-
-
-def _axis(batch_axis) -> int:
-    if batch_axis in (0,):
-        return 0
-    if batch_axis in (-1, 1):
-        return -1
-    raise ValueError(f"batch_axis must be 0 (batch first) or -1 (batch last), got {batch_axis!r}")
-
-
-def _batch_vectors(model: Model, arrays, names, axis: int, size: int | None = None):
-    """Validate (B, size) or (size, B) arrays; return them batch-last with their dtype."""
-    size = model.dof if size is None else size
-    out = []
-    B = None
-    for x, nm in zip(arrays, names):
-        x = jnp.asarray(x)
-        want = f"(B, {size})" if axis == 0 else f"({size}, B)"
-        if x.ndim != 2 or x.shape[1 if axis == 0 else 0] != size:
-            raise ValueError(
-                f"{nm} must have shape {want} for this model (dof={model.dof}) with "
-                f"batch_axis={axis}, got shape {x.shape}"
-            )
-        b = x.shape[0 if axis == 0 else 1]
-        if B is None:
-            B = b
-        elif b != B:
-            raise ValueError(f"{nm} has batch size {b}, but {names[0]} has {B}")
-        out.append(x.T if axis == 0 else x)
-    if B == 0:
-        raise ValueError("the batch is empty (B = 0)")
-    dtype = _float_dtype(*out)
-    return [x.astype(dtype) for x in out], dtype, B
-
-
-def _batch_loads(model: Model, loads, dtype, axis: int, B: int):
-    """Loads as (segments, 3, B) batch-last, (segments, 3, 1) when shared, or None."""
-    if loads is None:
-        return None
-    loads = jnp.asarray(loads)
-    n = model.segments
-    if loads.shape == (n, 3):
-        return loads.astype(dtype)[:, :, None]
-    want = (B, n, 3) if axis == 0 else (n, 3, B)
-    if loads.shape != want:
-        raise ValueError(
-            f"loads must have shape {want} (world-frame wrenches (Fx, Fy, Mz) per segment "
-            f"and sample, batch_axis={axis}) or ({n}, 3) shared by all samples, got {loads.shape}"
-        )
-    loads = jnp.transpose(loads, (1, 2, 0)) if axis == 0 else loads
-    return loads.astype(dtype)
-
-
-def _run(model, q, qd, qdd, loads, method, chunk, B, pick, axis):
-    """Chunked evaluation of ``pick(tau, F, T, cos, sin)`` over batch-last inputs;
-    ``pick`` returns nested lists of the rows wanted, assembled into one array with
-    the batch on ``axis`` (0 or -1)."""
-    method, chunk = _plan(model, method, chunk, B)
-    shared = loads is not None and loads.shape[-1] == 1 and B != 1
-
-    def fn(q_, qd_, qdd_, ld_):
-        ld = loads if shared else ld_
-        return pick(*_rnea_rows(model, q_, qd_, qdd_, ld, method))
-
-    return _map_chunks(fn, (q, qd, qdd, None if shared else loads), chunk, method, axis == 0)
-
-
-def _prepare(model, q, qd, qdd, loads, batch_axis, names=("q", "qd", "qdd")):
-    axis = _axis(batch_axis)
-    (q, qd, qdd), dtype, B = _batch_vectors(model, (q, qd, qdd), names, axis)
-    model = model.astype(dtype)
-    return model, q, qd, qdd, _batch_loads(model, loads, dtype, axis, B), axis, B
-
-
-# ------------------------------------------------------------------ public API
-
-_ARGS = """model: the model (its parameters are shared by all samples).
-      q: (B, dof) generalized coordinates (m, rad), or (dof, B) with batch_axis=-1.
-      qd: velocities (m/s, rad/s), same layout as q.
-      qdd: accelerations (m/s^2, rad/s^2), same layout as q.
-      loads: optional world-frame wrenches (Fx, Fy, Mz) at the centres of mass (N,
-        N, N m): (B, segments, 3), or (segments, 3, B) with batch_axis=-1, or
-        (segments, 3) shared by every sample.
-      batch_axis: 0 (batch first, transposed internally) or -1 (batch last: the
-        contiguous layout computed in, no copy).
-      method: "unrolled", "matrix" (see the module docstring) or "auto": unrolled up
-        to 10 segments, matrix form beyond.
-      chunk: samples per chunk, 0 for the whole batch at once; default 0 for the
-        unrolled method (it writes nothing but its outputs) and 8192 for the matrix
-        form."""
-
-
-def inverse_dynamics_batch(
-    model: Model, q, qd, qdd, loads=None, *, batch_axis: int = 0, method: str = "auto",
-    chunk: int | None = None, gradient: str = "adjoint",
-):  # fmt: skip
-    """Generalized forces of a batch of samples, tau = M qdd + C + G + E.
-
-    Equals ``jax.vmap`` of :func:`jaxmb.inverse_dynamics` over the batch, computed by
-    the batch-last recursive Newton-Euler pass of this module (no per-sample matrix).
-
-    Args:
-      {args}
-      gradient: how reverse-mode differentiation (``jax.grad``, ``jax.vjp``) treats
-        the model's parameters. "adjoint" (default): a hand-derived adjoint (the
-        virtual-power form in this module's source) that sums the gradient over the
-        batch in one pass, 1.6 to 4.6 times faster than JAX's own reverse mode of the
-        recursion for batches of 1e5 to 1e6 (``benchmarks/README.md``); q, qd, qdd
-        and loads still get JAX's reverse mode. It is reverse-mode only: for
-        ``jax.jvp``, ``jax.jacfwd`` or ``jax.hessian`` use "autodiff", plain JAX
-        differentiation in both modes. Models of more than 40 segments always get
-        "autodiff" (the adjoint's one fused loop compiles too slowly beyond).
-
-    Returns:
-      tau (B, dof), or (dof, B) with batch_axis=-1: joint moments (N m) in relative
-      coordinates; for a floating base the first two entries are the force (N) that
-      the base must supply.
-
-    Raises:
-      ValueError: for inputs of the wrong shape, an empty batch, an unknown method or
-        gradient.
-    """
-    model, q, qd, qdd, loads, axis, B = _prepare(model, q, qd, qdd, loads, batch_axis)
-    return _tau(model, q, qd, qdd, loads, method, chunk, B, axis, gradient)
-
-
-def joint_moments_batch(
-    model: Model, q, qd, qdd, loads=None, *, batch_axis: int = 0, method: str = "auto",
-    chunk: int | None = None,
-):  # fmt: skip
-    """Net joint moments of a batch, (B, segments) or (segments, B), N m.
-
-    The batched :func:`jaxmb.joint_moments`: the moment that the parent exerts on each
-    segment at its joint (counter-clockwise positive); for a floating base the root's
-    entry is the moment that the base must supply.
-
-    Args:
-      {args}
-    """
-    model, q, qd, qdd, loads, axis, B = _prepare(model, q, qd, qdd, loads, batch_axis)
-    return _run(model, q, qd, qdd, loads, method, chunk, B, lambda tau, F, T, c, s: T, axis)
-
-
-def joint_reactions_batch(
-    model: Model, q, qd, qdd, loads=None, *, joints: Sequence[Segment] | Segment | None = None,
-    frame: str = "world", batch_axis: int = 0, method: str = "auto", chunk: int | None = None,
-):  # fmt: skip
-    """Joint reaction forces of a batch, (B, k, 2) or (k, 2, B), N.
-
-    The batched :func:`jaxmb.joint_reactions`: the force that the parent (or the
-    ground) exerts on each requested segment at its joint, from the backward pass,
-    F_i = sum over the subtree of i of (m_j a_j - h_j); it equals Blajer and
-    Czaplicki's projection lambda = E^T (Mp (D qdd + gamma) - h) with their sign
-    reversed. For a floating base, the root's row is the force the base must supply.
-
-    Args:
-      {args}
-      joints: segments (indices or names) whose proximal joints to return; default
-        all, in segment order.
-      frame: "world" for (Fx, Fy), or "segment" for (axial, shear) in the child's
-        frame (axial along the child's axis, positive when the parent pushes the
-        child distally, i.e. compression).
-
-    Returns:
-      (B, k, 2) with batch_axis=0, (k, 2, B) with batch_axis=-1.
-    """
-    if frame not in ("world", "segment"):
-        raise ValueError(f"frame must be 'world' or 'segment', got {frame!r}")
-    if joints is None:
-        idx = tuple(range(model.segments))
-    else:
-        js = (joints,) if isinstance(joints, (str, int, np.integer)) else tuple(joints)
-        if not js:
-            raise ValueError("joints is empty: give None for all joints, or a list of indices or names")
-        idx = tuple(model.index(j) for j in js)
-    model, q, qd, qdd, loads, axis, B = _prepare(model, q, qd, qdd, loads, batch_axis)
-
-    def pick(tau, F, T, c, s):
-        if frame == "world":
-            return [F[i] for i in idx]
-        # (axial, shear) = R(theta)^T (Fx, Fy)
-        return [(c[i] * F[i][0] + s[i] * F[i][1], c[i] * F[i][1] - s[i] * F[i][0]) for i in idx]
-
-    return _run(model, q, qd, qdd, loads, method, chunk, B, pick, axis)
+# outputs per reduction of the adjoint on accelerators: a GPU reduction keeps a block
+# of partial sums per output in shared memory, and one reduction with the ~35 outputs
+# of the seven-segment human needed 0x47180 bytes against 0x38c00 available on an
+# H100 (ptxas error, float32, measured by the issue's author); 8 outputs need under a
+# quarter of that. The CPU keeps the single fused reduction (no such limit, and 2.7x
+# to 6.2x faster than one reduction per parameter: python -m benchmarks.design).
+_GPU_GROUP = 8
 
 
 def _mass_matrix_rows(model: Model, q):
@@ -956,39 +732,312 @@ def _ldl_solve_rows(M, r):
 _LDL_MAX = 12  # coordinates: the unrolled LDL^T up to this size, the column loop beyond
 
 
-def forward_dynamics_batch(
-    model: Model, q, qd, tau, loads=None, *, batch_axis: int = 0, method: str = "auto",
-    chunk: int | None = None,
-):  # fmt: skip
-    """Accelerations of a batch, qdd = M^-1 (tau - C - G - E), (B, dof) or (dof, B).
 
-    The batched :func:`jaxmb.forward_dynamics`. The bias C + G + E is the batched
-    recursion with qdd = 0; M comes from composite-body sums (O(segments^2) per
-    sample) and is factorised over the batch axis (O(dof^3) per sample): an LDL^T
-    factorisation unrolled over the coordinates up to 12 of them, a Cholesky column
-    loop beyond; in chunks of 2048 samples by default.
+
+
+def _moments_cotangent(model, tbar):
+    """The cotangent of tau (dof, ...) from that of the joint moments T (segments, ...).
+
+    T = tau for relative angles (after the two base forces of a floating base); for
+    absolute angles T_i is the sum of the generalized forces Q_j over the subtree of
+    i, T = A^T Q, so that Qbar = A Tbar (A the ancestor matrix)."""
+    if model.coordinates == "absolute":
+        A = jnp.asarray(ancestor_matrix(model.parent), tbar.dtype)
+        tbar = jnp.tensordot(A, tbar, axes=1, precision=lax.Precision.HIGHEST)
+    if model.nbase:
+        tbar = jnp.concatenate([jnp.zeros((2,) + tbar.shape[1:], tbar.dtype), tbar])
+    return tbar
+
+
+def _adjoint_for_platform(model, q, qd, qdd, tbar, loads):
+    """The parameter adjoint, one fused reduction on the CPU and reductions of at most
+    ``_GPU_GROUP`` outputs elsewhere (chosen when the computation is lowered)."""
+    return lax.platform_dependent(
+        cpu=lambda: _param_adjoint(model, q, qd, qdd, tbar, loads),
+        default=lambda: _param_adjoint(model, q, qd, qdd, tbar, loads, _GPU_GROUP),
+    )
+
+
+# ------------------------------------------------------------ one entry point
+#
+# Every public dynamics function (jaxmb.inverse_dynamics, joint_moments,
+# joint_reactions, forward_dynamics, mass_matrix, ...) validates its inputs in Python
+# and then calls ``evaluate`` inside one cached ``jax.jit``. ``evaluate`` broadcasts
+# the leading (batch) shapes of the inputs, flattens them to one batch axis, puts
+# it last (the layout the kernels vectorise over) and runs the kernel; a single
+# sample is a batch of one. Around the kernel:
+#
+# - ``jax.custom_batching.custom_vmap``: under ``jax.vmap`` the batch axis is moved
+#   to the front and the same function is called with one more leading dimension,
+#   so that vmap of a single-sample call runs the batched kernel (nested vmaps
+#   recurse, each level adding a leading dimension);
+# - ``jax.custom_vjp`` (inverse dynamics and joint moments, gradient="adjoint"): the
+#   hand-derived parameter adjoint above; or ``jax.custom_jvp`` (everything else,
+#   and gradient="autodiff"): JAX's own forward mode of the kernel, from which
+#   reverse mode follows by transposition.
+#
+# The layers nest custom_vjp(custom_jvp(custom_vmap(kernel))): JAX requires the
+# derivative rules outside the custom_vmap, and the adjoint's forward pass calls the
+# custom_jvp layer so that an outer jax.grad (reverse over reverse) can linearise it.
+
+KINDS = ("tau", "moments", "reactions", "full", "forward", "mass")
+
+
+class Spec(NamedTuple):
+    """The static options of one evaluation (hashable: part of the jit cache key)."""
+
+    kind: str
+    method: str = "auto"
+    chunk: int | None = None
+    gradient: str = "adjoint"
+    joints: tuple | None = None
+    frame: str = "world"
+
+
+def _float_dtype(*xs):
+    """The floating dtype of the inputs (float32 stays float32; ints become float)."""
+    dt = jnp.result_type(*xs)
+    if not jnp.issubdtype(dt, jnp.floating):
+        dt = jnp.result_type(float)
+    return dt
+
+
+def _core(spec: Spec, model) -> tuple:
+    """Core (per-sample) shape of the output of ``spec.kind``."""
+    n, dof = model.segments, model.dof
+    k = spec.kind
+    if k in ("tau", "forward"):
+        return (dof,)
+    if k == "moments":
+        return (n,)
+    if k == "reactions":
+        return (len(spec.joints), 2)
+    if k == "full":
+        return (dof + 3 * n,)
+    return (dof, dof)  # mass
+
+
+def _lead_shape(q, qd, x3, loads, dof: int, n: int) -> tuple:
+    shapes = [x.shape[:-1] for x in (q, qd, x3) if x is not None]
+    if loads is not None and loads.ndim > 2:
+        shapes.append(loads.shape[:-2])
+    return tuple(np.broadcast_shapes(*shapes))
+
+
+def evaluate(spec: Spec, topo: Model, params, q, qd, x3, loads):
+    """The kernel of ``spec.kind`` over any leading batch shape.
 
     Args:
-      {args}
-      tau: (B, dof) generalized forces (N m; N for base translations), or (dof, B)
-        with batch_axis=-1, in place of qdd.
+      spec: static options.
+      topo: the model (only its topology is read; ``params`` holds the arrays).
+      params: (joint_attach, com, mass, inertia, gravity) arrays of the model.
+      q, qd: (..., dof) coordinates and velocities (qd may be None for "mass").
+      x3: (..., dof) accelerations ("tau", "moments", "reactions", "full") or
+        generalized forces ("forward"); None for "mass".
+      loads: None, (segments, 3) shared by all samples, or (..., segments, 3).
 
     Returns:
-      qdd (B, dof), or (dof, B) with batch_axis=-1, m/s^2 and rad/s^2.
+      (lead..., core...) with ``lead`` the broadcast leading shape of the inputs.
     """
-    model, q, qd, tau, loads, axis, B = _prepare(model, q, qd, tau, loads, batch_axis, ("q", "qd", "tau"))
-    method, chunk = _plan(model, method, _FD_CHUNK if chunk is None else chunk, B)
-    shared = loads is not None and loads.shape[-1] == 1 and B != 1
+    m = _Params(topo, *params)
+    n, dof = topo.segments, topo.dof
+    dt = q.dtype
+    lead = _lead_shape(q, qd, x3, loads, dof, n)
+    core = _core(spec, topo)
+    B = int(np.prod(lead, dtype=np.int64))
+    if B == 0:
+        return jnp.zeros(lead + core, dt)
+    shared = loads is not None and loads.ndim == 2
 
-    def fn(q_, qd_, tau_, ld_):
-        ld = loads if shared else ld_
-        bias = _assemble(_rnea_rows(model, q_, qd_, jnp.zeros_like(q_), ld, "matrix")[0], "matrix")
-        solve = _ldl_solve_rows if model.dof <= _LDL_MAX else _cholesky_solve_rows
-        return solve(_mass_matrix_rows(model, q_), tau_ - bias)
+    def last(x, core_shape):  # (lead..., core...) -> (core..., B)
+        x = jnp.broadcast_to(x, lead + core_shape).reshape((B,) + core_shape)
+        return jnp.moveaxis(x, 0, -1)
 
-    return _map_chunks(fn, (q, qd, tau, None if shared else loads), chunk, method, axis == 0)
+    qT = last(q, (dof,))
+    qdT = None if qd is None else last(qd, (dof,))
+    x3T = None if x3 is None else last(x3, (dof,))
+    if loads is None:
+        ldT = None
+    elif shared:
+        ldT = loads.astype(dt)[:, :, None]
+    else:
+        ldT = last(loads.astype(dt), (n, 3))
+    kind = spec.kind
+    default_chunk = _FD_CHUNK if kind in ("forward", "mass") else None
+    method, chunk = _plan(m, spec.method, default_chunk if spec.chunk is None else spec.chunk, B)
+    if kind in ("forward", "mass"):
+        method_rows = "matrix"  # materialised arrays: one update per chunk
+    else:
+        method_rows = method
+
+    def rows(q_, qd_, x3_, ld_):
+        ld = ldT if shared else ld_
+        if kind == "mass":
+            return _mass_matrix_rows(m, q_)
+        if kind == "forward":
+            zero = jnp.zeros_like(q_)
+            bias = _assemble(_rnea_rows(m, q_, qd_, zero, ld, "matrix")[0], "matrix")
+            solve = _ldl_solve_rows if dof <= _LDL_MAX else _cholesky_solve_rows
+            return solve(_mass_matrix_rows(m, q_), x3_ - bias)
+        tau, F, T, c, s = _rnea_rows(m, q_, qd_, x3_, ld, method)
+        if kind == "tau":
+            return tau
+        if kind == "moments":
+            return T
+        if kind == "full":
+            return tau + [f for pair in F for f in pair] + T
+        if spec.frame == "world":
+            return [F[i] for i in spec.joints]
+        # (axial, shear) = R(theta)^T (Fx, Fy)
+        return [(c[i] * F[i][0] + s[i] * F[i][1], c[i] * F[i][1] - s[i] * F[i][0]) for i in spec.joints]
+
+    xs = (qT, qdT, x3T, None if shared else ldT)
+    if kind == "mass":
+        xs = (qT, None, None, None)
+    out = _map_chunks(rows, xs, chunk, method_rows, batch_first=True)  # (B, core...)
+    return out.reshape(lead + core)
 
 
-for _f in (inverse_dynamics_batch, joint_moments_batch, joint_reactions_batch, forward_dynamics_batch):
-    _f.__doc__ = _f.__doc__.replace("{args}", _ARGS)
-del _f
+def _align(x, batched: bool, core: int, rank: int):
+    """Under vmap: put x's leading shape in ``rank`` dimensions after the vmapped one
+    (size 1 where x is not batched), so that every input broadcasts NumPy-style."""
+    own = x.ndim - core - (1 if batched else 0)
+    if not batched:
+        x = x[None]
+    return x.reshape(x.shape[:1] + (1,) * (rank - own) + x.shape[1:])
+
+
+def _vmap_rule(spec: Spec, topo: Model, call):
+    """The custom_vmap rule: one more leading dimension instead of JAX's batching."""
+
+    def rule(axis_size, in_batched, params, q, qd, x3, loads):
+        pb, qb, qdb, xb, lb = in_batched
+        if any(jax.tree_util.tree_leaves(pb)):
+            # a batch of models (per-sample parameters): JAX's own batching of the
+            # kernel, each model parameter then a batch-sized row
+            axes = lambda b: jax.tree_util.tree_map(lambda t: 0 if t else None, b)  # noqa: E731
+            f = functools.partial(evaluate, spec, topo)
+            in_axes = (axes(pb), 0 if qb else None, 0 if qdb else None, 0 if xb else None, axes(lb))
+            return jax.vmap(f, in_axes=in_axes)(params, q, qd, x3, loads), True
+        shared_loads = loads is not None and not lb and loads.ndim == 2
+        ranks = [x.ndim - 1 - bool(b) for x, b in ((q, qb), (qd, qdb), (x3, xb)) if x is not None]
+        if loads is not None and not shared_loads:
+            ranks.append(loads.ndim - 2 - bool(lb))
+        rank = max(ranks)
+        q = _align(q, qb, 1, rank)
+        qd = None if qd is None else _align(qd, qdb, 1, rank)
+        x3 = None if x3 is None else _align(x3, xb, 1, rank)
+        if loads is not None and not shared_loads:
+            loads = _align(loads, lb, 2, rank)
+        out = call(params, q, qd, x3, loads)
+        return jnp.broadcast_to(out, (axis_size,) + out.shape[1:]), True
+
+    return rule
+
+
+def _model_params(model: Model):
+    return (model.joint_attach, model.com, model.mass, model.inertia, model.gravity)
+
+
+def _uses_adjoint(spec: Spec, topo: Model) -> bool:
+    return spec.gradient == "adjoint" and spec.kind in ("tau", "moments") and topo.segments <= _ADJOINT_MAX
+
+
+def _operator(spec: Spec, topo: Model):
+    """f(params, q, qd, x3, loads) with its vmap rule and derivative rule."""
+    raw = functools.partial(evaluate, spec, topo)
+    f = custom_vmap(raw)
+    f.def_vmap(_vmap_rule(spec, topo, f))
+
+    g = jax.custom_jvp(f)
+
+    def jvp(primals, tangents):
+        flat_p, tree = jax.tree_util.tree_flatten(primals)
+        flat_t = jax.tree_util.tree_leaves(
+            tangents, is_leaf=lambda t: isinstance(t, jax.custom_derivatives.SymbolicZero)
+        )
+        live = [i for i, t in enumerate(flat_t) if not isinstance(t, jax.custom_derivatives.SymbolicZero)]
+
+        def h(*xs):
+            fp = list(flat_p)
+            for i, x in zip(live, xs):
+                fp[i] = x
+            return raw(*jax.tree_util.tree_unflatten(tree, fp))
+
+        if not live:
+            out = raw(*primals)
+            return out, jnp.zeros_like(out)
+        return jax.jvp(h, [flat_p[i] for i in live], [flat_t[i] for i in live])
+
+    g.defjvp(jvp, symbolic_zeros=True)
+
+    if _uses_adjoint(spec, topo):
+        v = jax.custom_vjp(g)
+
+        def fwd(params, q, qd, x3, loads):
+            args = (params, q, qd, x3, loads)
+            values = jax.tree_util.tree_map(lambda x: x.value, args)
+            perturbed = [any(x.perturbed for x in jax.tree_util.tree_leaves(a)) for a in args]
+            # which inputs need cotangents, kept as the residuals' tree structure
+            flags = tuple(() if p else None for p in perturbed)
+            # the primal through the custom_jvp layer: an outer jax.grad (reverse over
+            # reverse) linearises it, which custom_vmap alone does not support
+            return g(*values), (values, flags)
+
+        def bwd(res, tbar):
+            values, flags = res
+            params, q, qd, x3, loads = values
+            if isinstance(tbar, jax.custom_derivatives.SymbolicZero):
+                tbar = jnp.zeros(tbar.shape, tbar.dtype)
+            d_params = None
+            if flags[0] is not None:
+                m = _Params(topo, *params)
+                lead = _lead_shape(q, qd, x3, loads, topo.dof, topo.segments)
+                B = int(np.prod(lead, dtype=np.int64))
+                core = tbar.shape[len(lead):]
+                if B == 0:
+                    d_params = jax.tree_util.tree_map(jnp.zeros_like, params)
+                else:
+                    def last(x, core_shape):
+                        x = jnp.broadcast_to(x, lead + core_shape).reshape((B,) + core_shape)
+                        return jnp.moveaxis(x, 0, -1)
+
+                    tb = last(tbar, core)
+                    if spec.kind == "moments":
+                        tb = _moments_cotangent(topo, tb)
+                    dof, n = topo.dof, topo.segments
+                    ld = None
+                    if loads is not None:
+                        ld = loads[:, :, None] if loads.ndim == 2 else last(loads, (n, 3))
+                    d_params = _adjoint_for_platform(
+                        m, last(q, (dof,)), last(qd, (dof,)), last(x3, (dof,)), tb, ld
+                    )
+            if all(fl is None for fl in flags[1:]):
+                return (d_params, None, None, None, None)
+            _, vjp = jax.vjp(lambda *x: raw(params, *x), q, qd, x3, loads)
+            return (d_params,) + tuple(vjp(tbar))
+
+        v.defvjp(fwd, bwd, symbolic_zeros=True)
+        return v
+
+    return g
+
+
+def call(spec: Spec, model: Model, q, qd, x3, loads):
+    """Evaluate ``spec`` on validated inputs of one float dtype (inside jit)."""
+    return _operator(spec, model)(_model_params(model), q, qd, x3, loads)
+
+
+@functools.partial(jax.jit, static_argnums=0)
+def _jitted(spec: Spec, model: Model, q, qd, x3, loads):
+    dtype = _float_dtype(*(x for x in (q, qd, x3) if x is not None))
+    model = model.astype(dtype)
+    q, qd, x3 = (None if x is None else x.astype(dtype) for x in (q, qd, x3))
+    loads = None if loads is None else loads.astype(dtype)
+    return call(spec, model, q, qd, x3, loads)
+
+
+def run(spec: Spec, model: Model, q, qd=None, x3=None, loads=None):
+    """Compiled evaluation (``jax.jit``, cached by shapes, dtypes, the model's
+    topology and ``spec``): a direct call from Python dispatches to compiled code."""
+    return _jitted(spec, model, q, qd, x3, loads)

@@ -2,28 +2,29 @@
 
     tau = M(q) qdd + C(q, qd) + G(q) + E(q),    E = -J^T F
 
-Everything is derived from the pose map g (see :mod:`jaxmb.kinematics`), with the
+The pose map g (see :mod:`jaxmb.kinematics`) defines everything, with the
 block-diagonal ``Mp = diag(m, m, I)`` per segment and the applied wrenches ``h``
 (gravity and loads, at the centres of mass):
 
     M = D^T Mp D,    C = D^T Mp gamma,    tau = D^T (Mp (D qdd + gamma) - h).
 
-The public :func:`inverse_dynamics` uses the O(n) recursive Newton-Euler pass of
-:mod:`jaxmb.recursive`; ``method="projection"`` evaluates the formula above with
-JAX's forward- and reverse-mode derivatives of g (no dense matrix is formed).
+The public functions evaluate these quantities with the kernels of
+:mod:`jaxmb.batch` (recursive Newton-Euler, composite-body mass matrix, an LDL^T
+solve), for one sample or any leading batch shape, compiled on the first call;
+``method="projection"`` evaluates the formula above with JAX's derivatives of g (the
+reference, one sample at a time).
 """
-
 from __future__ import annotations
 
 import dataclasses
 
 import jax
 import jax.numpy as jnp
-import jax.scipy.linalg as jsl
+import numpy as np
 
-from .kinematics import _frames, _pose_acc, _rot, check_loads, check_vector, pose, prepare
+from . import batch as _batch
+from .kinematics import _frames, _pose_acc, _rot, check_batch, check_loads, check_vector, pose, prepare
 from .model import Model, Segment
-from .recursive import _rnea
 
 __all__ = [
     "mass_matrix",
@@ -33,6 +34,8 @@ __all__ = [
     "inverse_dynamics",
     "forward_dynamics",
     "joint_moments",
+    "rnea",
+    "rnea_full",
     "coriolis_matrix",
     "kinetic_energy",
     "potential_energy",
@@ -42,11 +45,62 @@ __all__ = [
     "applied_wrenches",
 ]
 
+_SHAPES = """Every array argument is one sample (``q`` of shape ``(dof,)``) or a batch with
+    any leading shape (``(..., dof)``, e.g. a ``(T, dof)`` time series); leading shapes
+    broadcast against each other NumPy-style, and ``loads`` may be ``(segments, 3)``
+    shared by every sample or ``(..., segments, 3)``. The result has the broadcast
+    leading shape. The first call compiles (about a second); later calls with the same
+    shapes, dtypes and model topology run the compiled kernel directly, as fast as under
+    your own ``jax.jit``. ``jax.vmap`` over a single-sample call runs the same batched
+    kernel (a ``custom_vmap`` rule), and so do nested vmaps."""
+
 
 def _inputs(model: Model, *xs, names=("q", "qd", "qdd", "tau")):
+    """Single-sample inputs (the pose-map functions): checked, cast to one dtype."""
     xs = [check_vector(model, x, nm) for x, nm in zip(xs, names)]
     model, dtype = prepare(model, *xs)
     return model, dtype, [x.astype(dtype) for x in xs]
+
+
+def _batched(model: Model, arrays, names, loads=None):
+    """Check (..., dof) arrays and loads; their leading shapes must broadcast."""
+    out = [None if x is None else check_batch(model, x, nm) for x, nm in zip(arrays, names)]
+    loads = check_loads(model, loads, None, batched=True)
+    shapes = {nm: np.shape(x)[:-1] for x, nm in zip(out, names) if x is not None}
+    if loads is not None and np.ndim(loads) > 2:
+        shapes["loads"] = np.shape(loads)[:-2]
+    try:
+        np.broadcast_shapes(*shapes.values())
+    except ValueError:
+        got = ", ".join(f"{k} {v}" for k, v in shapes.items())
+        raise ValueError(f"the leading (batch) shapes of the inputs do not broadcast: {got}") from None
+    return out, loads
+
+
+def _spec(kind, *, kernel="auto", chunk=None, gradient="autodiff", joints=None, frame="world"):
+    if kernel not in _batch.METHODS:
+        raise ValueError(f"kernel must be one of {_batch.METHODS}, got {kernel!r}")
+    if gradient not in _batch.GRADIENTS:
+        raise ValueError(f"gradient must be one of {_batch.GRADIENTS}, got {gradient!r}")
+    if chunk is not None and (isinstance(chunk, bool) or not isinstance(chunk, (int, np.integer)) or chunk < 0):
+        raise ValueError(f"chunk must be an int >= 0 (0: the whole batch at once), got {chunk!r}")
+    return _batch.Spec(kind, kernel, None if chunk is None else int(chunk), gradient, joints, frame)
+
+
+def _no_gravity(model: Model) -> Model:
+    return dataclasses.replace(model, gravity=jnp.zeros_like(model.gravity))
+
+
+def _per_sample(fn, lead_arrays, core_ndims, *args):
+    """Apply a single-sample function over the broadcast leading shape (plain vmap)."""
+    lead = np.broadcast_shapes(*(np.shape(x)[: np.ndim(x) - k] for x, k in zip(lead_arrays, core_ndims)))
+    if not lead:
+        return fn(*lead_arrays, *args)
+    B = int(np.prod(lead))
+    flat = [jnp.broadcast_to(x, lead + np.shape(x)[np.ndim(x) - k :]).reshape((B,) + np.shape(x)[np.ndim(x) - k :])
+            for x, k in zip(lead_arrays, core_ndims)]  # fmt: skip
+    out = jax.vmap(lambda *xs: fn(*xs, *args))(*flat)
+    return jax.tree_util.tree_map(lambda y: y.reshape(lead + y.shape[1:]), out)
 
 
 def applied_wrenches(model: Model, loads=None):
@@ -65,54 +119,71 @@ def applied_wrenches(model: Model, loads=None):
 
 
 def _mass_matrix(model: Model, q):
+    """M = D^T Mp D from the pose map (one sample; the reference)."""
     D = jax.jacfwd(lambda q_: pose(model, q_))(q)  # (n, 3, dof)
     w = jnp.stack([model.mass, model.mass, model.inertia], 1)  # diag of Mp
     return jnp.einsum("ika,ik,ikb->ab", D, w, D)
 
 
 def mass_matrix(model: Model, q):
-    """Mass matrix M(q) = D^T Mp D, (dof, dof), symmetric positive definite.
+    """Mass matrix M(q) = D^T Mp D, symmetric positive definite.
+
+    Computed by composite bodies (O(segments^2) per sample): with positions relative to
+    the root's joint and sums over the subtree of k, M_jk = J_k + (P_k - P_j) . h_k for
+    j = k or an ancestor of k (see :mod:`jaxmb.batch`).
 
     Args:
       model: the model.
-      q: (dof,) generalized coordinates.
+      q: (..., dof) generalized coordinates.
 
     Returns:
-      (dof, dof) in kg m^2 (angles), kg m (mixed) and kg (base translations).
+      (..., dof, dof) in kg m^2 (angles), kg m (mixed) and kg (base translations).
+
+    __SHAPES__
     """
-    model, _, (q,) = _inputs(model, q)
-    return _mass_matrix(model, q)
+    (q,), _ = _batched(model, (q,), ("q",))
+    return _batch.run(_spec("mass"), model, q)
 
 
 def bias_forces(model: Model, q, qd):
-    """Coriolis and centripetal forces C(q, qd) = D^T Mp gamma, (dof,).
+    """Coriolis and centripetal forces C(q, qd) = D^T Mp gamma, (..., dof).
 
     Computed as ``rnea(q, qd, 0)`` with gravity switched off.
+
+    __SHAPES__
     """
-    model, dtype, (q, qd) = _inputs(model, q, qd)
-    nog = dataclasses.replace(model, gravity=jnp.zeros_like(model.gravity))
-    return _rnea(nog, q, qd, jnp.zeros_like(q), jnp.zeros((model.segments, 3), dtype))[0]
+    (q, qd), _ = _batched(model, (q, qd), ("q", "qd"))
+    return _batch.run(_spec("tau"), _no_gravity(model), q, qd, np.zeros(model.dof))
 
 
 def gravity_forces(model: Model, q):
-    """Gravity term G(q) = -D^T h_gravity, (dof,): ``rnea(q, 0, 0)`` without loads."""
-    model, dtype, (q,) = _inputs(model, q)
-    z = jnp.zeros_like(q)
-    return _rnea(model, q, z, z, jnp.zeros((model.segments, 3), dtype))[0]
+    """Gravity term G(q) = -D^T h_gravity, (..., dof): ``rnea(q, 0, 0)`` without loads.
+
+    __SHAPES__
+    """
+    (q,), _ = _batched(model, (q,), ("q",))
+    z = np.zeros(model.dof)
+    return _batch.run(_spec("tau"), model, q, z, z)
 
 
 def external_forces(model: Model, q, loads):
-    """External term E(q) = -J^T F = -D^T loads, (dof,).
+    """External term E(q) = -J^T F = -D^T loads, (..., dof).
+
+    ``rnea(q, 0, 0)`` with the loads and without gravity.
 
     Args:
       model: the model.
-      q: (dof,) generalized coordinates.
-      loads: (segments, 3) world-frame wrenches (Fx, Fy, Mz) at the centres of mass.
+      q: (..., dof) generalized coordinates.
+      loads: (segments, 3) or (..., segments, 3) world-frame wrenches (Fx, Fy, Mz) at
+        the centres of mass.
+
+    __SHAPES__
     """
-    model, dtype, (q,) = _inputs(model, q)
-    loads = check_loads(model, loads, dtype)
-    _, vjp = jax.vjp(lambda q_: pose(model, q_), q)
-    return -vjp(loads)[0]
+    if loads is None:
+        raise ValueError("external_forces needs loads: a (segments, 3) or (..., segments, 3) array")
+    (q,), loads = _batched(model, (q,), ("q",), loads)
+    z = np.zeros(model.dof)
+    return _batch.run(_spec("tau"), _no_gravity(model), q, z, z, loads)
 
 
 def _inverse_projection(model: Model, q, qd, qdd, loads):
@@ -124,87 +195,157 @@ def _inverse_projection(model: Model, q, qd, qdd, loads):
     return vjp(resid)[0]
 
 
-def inverse_dynamics(model: Model, q, qd, qdd, loads=None, *, method: str = "recursive"):
-    """Generalized forces tau = M qdd + C + G + E, (dof,).
+def _projection(fn, model, q, qd, qdd, loads):
+    """A pose-map formula over any leading shape (vmap of the one-sample form)."""
+    arrays = [jnp.asarray(x) for x in (q, qd, qdd)]
+    dtype = _batch._float_dtype(*arrays)
+    model = model.astype(dtype)
+    arrays = [x.astype(dtype) for x in arrays]
+    n = model.segments
+    if loads is None:
+        loads = jnp.zeros((n, 3), dtype)
+    loads = jnp.asarray(loads).astype(dtype)
+    return _per_sample(lambda a, b, c, ld: fn(model, a, b, c, ld), arrays + [loads], (1, 1, 1, 2))
+
+
+def inverse_dynamics(model: Model, q, qd, qdd, loads=None, *, method: str = "recursive",
+                     kernel: str = "auto", chunk: int | None = None, gradient: str = "adjoint"):  # fmt: skip
+    """Generalized forces tau = M qdd + C + G + E, (..., dof).
 
     Args:
       model: the model.
-      q: (dof,) generalized coordinates (m, rad).
-      qd: (dof,) velocities (m/s, rad/s).
-      qdd: (dof,) accelerations (m/s^2, rad/s^2).
-      loads: optional (segments, 3) world-frame wrenches (Fx, Fy, Mz) applied at the
-        centres of mass (N, N, N m); see :func:`point_load`.
-      method: "recursive" (O(n) Newton-Euler, default) or "projection" (the pose-map
-        formula D^T (Mp (D qdd + gamma) - h); the reference).
+      q: (..., dof) generalized coordinates (m, rad).
+      qd: (..., dof) velocities (m/s, rad/s).
+      qdd: (..., dof) accelerations (m/s^2, rad/s^2).
+      loads: optional world-frame wrenches (Fx, Fy, Mz) applied at the centres of mass
+        (N, N, N m), (segments, 3) or (..., segments, 3); see :func:`point_load`.
+      method: "recursive" (O(n) Newton-Euler, the batched kernel; default) or
+        "projection" (the pose-map formula D^T (Mp (D qdd + gamma) - h); the
+        reference, evaluated sample by sample).
+      kernel: "auto", "unrolled" or "matrix": how the recursion is evaluated (see
+        :mod:`jaxmb.batch`; "auto" unrolls up to 10 segments).
+      chunk: samples per chunk (None: the kernel's default; 0: the whole batch).
+      gradient: how reverse mode (``jax.grad``, ``jax.vjp``) treats the model's
+        parameters. "adjoint" (default): a hand-derived adjoint that sums the gradient
+        over the batch in one pass (about 1.5 to 2.5 times the cost of the call itself;
+        JAX's reverse mode of the recursion costs 4 to 9 times), while q, qd, qdd and
+        loads get JAX's reverse mode; it is reverse-mode only: ``jax.jvp``,
+        ``jax.jacfwd`` and ``jax.hessian`` raise "can't apply forward-mode autodiff
+        (jvp) to a custom_vjp function" -- use "autodiff" for them (plain JAX
+        differentiation in both modes). Models of more than 40 segments always get
+        "autodiff". Under ``jax.vmap`` of a single-sample call the adjoint runs per
+        sample and JAX sums it (slower than one call with a leading batch axis).
 
     Returns:
-      (dof,) generalized forces: joint moments (N m) in relative coordinates; for a
+      (..., dof) generalized forces: joint moments (N m) in relative coordinates; for a
       floating base the first two entries are the force (N) the base must supply.
+
+    __SHAPES__
     """
-    model, dtype, (q, qd, qdd) = _inputs(model, q, qd, qdd)
-    loads = check_loads(model, loads, dtype)
-    if method == "recursive":
-        return _rnea(model, q, qd, qdd, loads)[0]
     if method == "projection":
-        return _inverse_projection(model, q, qd, qdd, loads)
-    raise ValueError(f"method must be 'recursive' or 'projection', got {method!r}")
+        (q, qd, qdd), loads = _batched(model, (q, qd, qdd), ("q", "qd", "qdd"), loads)
+        return _projection(_inverse_projection, model, q, qd, qdd, loads)
+    if method != "recursive":
+        raise ValueError(f"method must be 'recursive' or 'projection', got {method!r}")
+    (q, qd, qdd), loads = _batched(model, (q, qd, qdd), ("q", "qd", "qdd"), loads)
+    return _batch.run(_spec("tau", kernel=kernel, chunk=chunk, gradient=gradient), model, q, qd, qdd, loads)
 
 
-def forward_dynamics(model: Model, q, qd, tau, loads=None):
-    """Accelerations qdd solving M qdd = tau - (C + G + E), (dof,).
+def forward_dynamics(model: Model, q, qd, tau, loads=None, *, chunk: int | None = None):
+    """Accelerations qdd solving M qdd = tau - (C + G + E), (..., dof).
 
-    The bias C + G + E is one recursive Newton-Euler pass with qdd = 0; M is
-    factorised by Cholesky.
+    The bias C + G + E is one recursive Newton-Euler pass with qdd = 0; M comes from
+    composite-body sums and is factorised per sample over the batch axis (an LDL^T
+    unrolled over the coordinates up to 12 of them, a Cholesky column loop beyond; no
+    LAPACK call per sample), in chunks of 2048 samples by default.
 
     Args:
       model: the model.
-      q, qd: (dof,) generalized coordinates and velocities.
-      tau: (dof,) generalized forces (joint moments in relative coordinates, N m).
-      loads: optional (segments, 3) world-frame wrenches at the centres of mass.
+      q, qd: (..., dof) generalized coordinates and velocities.
+      tau: (..., dof) generalized forces (joint moments in relative coordinates, N m).
+      loads: optional (segments, 3) or (..., segments, 3) world-frame wrenches at the
+        centres of mass.
+      chunk: samples per chunk (None: 2048; 0: the whole batch at once).
+
+    __SHAPES__
     """
-    model, dtype, (q, qd, tau) = _inputs(model, q, qd, tau, names=("q", "qd", "tau"))
-    loads = check_loads(model, loads, dtype)
-    return _forward(model, q, qd, tau, loads)
+    (q, qd, tau), loads = _batched(model, (q, qd, tau), ("q", "qd", "tau"), loads)
+    return _batch.run(_spec("forward", chunk=chunk), model, q, qd, tau, loads)
 
 
-def _forward(model, q, qd, tau, loads):
-    bias = _rnea(model, q, qd, jnp.zeros_like(q), loads)[0]
-    M = _mass_matrix(model, q)
-    return jsl.cho_solve(jsl.cho_factor(M, lower=True), tau - bias)
-
-
-def joint_moments(model: Model, q, qd, qdd, loads=None):
-    """Net joint moments (segments,), N m: the moment the parent exerts on each segment.
+def joint_moments(model: Model, q, qd, qdd, loads=None, *, kernel: str = "auto",
+                  chunk: int | None = None, gradient: str = "adjoint"):  # fmt: skip
+    """Net joint moments (..., segments), N m: the moment the parent exerts on each segment.
 
     Counter-clockwise positive; the child exerts the opposite on the parent. In
     relative coordinates with a fixed base these are the generalized forces; in
     absolute coordinates they are converted (tau_i is the sum of the generalized
     forces over the subtree of i). For a floating base the root's entry is the
     moment the base must supply about the root's proximal point.
+
+    Args: as :func:`inverse_dynamics` (``gradient`` likewise).
+
+    __SHAPES__
     """
-    model, dtype, (q, qd, qdd) = _inputs(model, q, qd, qdd)
-    loads = check_loads(model, loads, dtype)
-    return _rnea(model, q, qd, qdd, loads)[2]
+    (q, qd, qdd), loads = _batched(model, (q, qd, qdd), ("q", "qd", "qdd"), loads)
+    return _batch.run(_spec("moments", kernel=kernel, chunk=chunk, gradient=gradient), model, q, qd, qdd, loads)
+
+
+def rnea_full(model: Model, q, qd, qdd, loads=None):
+    """Recursive Newton-Euler pass returning every joint load.
+
+    Args:
+      model: the model.
+      q, qd, qdd: (..., dof) generalized coordinates, velocities, accelerations.
+      loads: optional (segments, 3) or (..., segments, 3) world-frame wrenches
+        (Fx, Fy, Mz) at the centres of mass (N, N, N m).
+
+    Returns:
+      (tau, F, T):
+        tau (..., dof) generalized forces, M qdd + C + G + E;
+        F (..., segments, 2) force that the parent (or ground/base) exerts on each
+        segment at its joint, world frame, N;
+        T (..., segments) moment that the parent exerts on each segment
+        (counter-clockwise), N m. For a floating base, F[0] and T[0] are what the
+        base must supply.
+    """
+    (q, qd, qdd), loads = _batched(model, (q, qd, qdd), ("q", "qd", "qdd"), loads)
+    out = _batch.run(_spec("full"), model, q, qd, qdd, loads)
+    dof, n = model.dof, model.segments
+    F = out[..., dof : dof + 2 * n]
+    return out[..., :dof], F.reshape(F.shape[:-1] + (n, 2)), out[..., dof + 2 * n :]
+
+
+def rnea(model: Model, q, qd, qdd, loads=None):
+    """Inverse dynamics by recursive Newton-Euler: tau = M qdd + C + G + E, (..., dof).
+
+    The same kernel as :func:`inverse_dynamics` with plain JAX differentiation (no
+    adjoint; forward mode works). Pinocchio's identities hold: ``rnea(q, qd, 0)`` is
+    C + G (+ E) and ``rnea(q, 0, 0)`` is G (+ E).
+    """
+    (q, qd, qdd), loads = _batched(model, (q, qd, qdd), ("q", "qd", "qdd"), loads)
+    return _batch.run(_spec("tau"), model, q, qd, qdd, loads)
 
 
 def torque_components(model: Model, q, qd, qdd, loads=None):
-    """The terms of tau = M qdd + C + G + E, each (dof,), as a dict.
+    """The terms of tau = M qdd + C + G + E, each (..., dof), as a dict.
 
     Keys "inertial" (M qdd), "coriolis" (C), "gravity" (G), "external" (E = -J^T F)
     and "total" (their sum, the generalized forces). Useful to see which term drives
     a movement (interaction torques in fast reaching, gravity in slow).
     """
-    model, dtype, (q, qd, qdd) = _inputs(model, q, qd, qdd)
-    loads = check_loads(model, loads, dtype)
-    nog = dataclasses.replace(model, gravity=jnp.zeros_like(model.gravity))
-    zl = jnp.zeros_like(loads)
-    z = jnp.zeros_like(q)
+    (q, qd, qdd), loads = _batched(model, (q, qd, qdd), ("q", "qd", "qdd"), loads)
+    z = np.zeros(model.dof)
+    nog = _no_gravity(model)
+    spec = _spec("tau")
     parts = {
-        "inertial": _mass_matrix(model, q) @ qdd,
-        "coriolis": _rnea(nog, q, qd, z, zl)[0],
-        "gravity": _rnea(model, q, z, z, zl)[0],
-        "external": -jax.vjp(lambda q_: pose(model, q_), q)[1](loads)[0],
+        # M qdd: the recursion without velocity, gravity or loads
+        "inertial": _batch.run(spec, nog, q, z, qdd),
+        "coriolis": _batch.run(spec, nog, q, qd, z),
+        "gravity": _batch.run(spec, model, q, z, z),
     }
+    ext = _batch.run(spec, nog, q, z, z, loads) if loads is not None else jnp.zeros_like(parts["gravity"])
+    parts["external"] = jnp.broadcast_to(ext, jnp.broadcast_shapes(ext.shape, parts["gravity"].shape))
     parts["total"] = parts["inertial"] + parts["coriolis"] + parts["gravity"] + parts["external"]
     return parts
 
@@ -283,3 +424,9 @@ def point_load(model: Model, q, segment: Segment, point, force, moment=0.0, *, f
     mz = moment.astype(dtype) + d[0] * f[1] - d[1] * f[0]
     row = jnp.stack([f[0], f[1], mz])
     return jnp.zeros((model.segments, 3), dtype).at[i].set(row)
+
+
+for _f in (mass_matrix, bias_forces, gravity_forces, external_forces, inverse_dynamics, forward_dynamics,
+           joint_moments):  # fmt: skip
+    _f.__doc__ = _f.__doc__.replace("__SHAPES__", _SHAPES)
+del _f

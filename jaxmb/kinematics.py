@@ -49,15 +49,40 @@ def _float_dtype(*xs):
     return dt
 
 
+_EXACT_FINITE = 1 << 16  # elements: exact check below, a sum (NaN and inf propagate) above
+
+
+@jax.jit
+def _sum_is_finite(x):
+    return jnp.isfinite(jnp.sum(x))
+
+
 def check_finite(x, name: str):
     """Raise ValueError for NaN or inf in a concrete input (skipped while tracing:
-    under jit or vmap the values are not known)."""
+    under jit or vmap the values are not known).
+
+    Large arrays are first summed (one pass, on the array's device): NaN and inf
+    propagate through a sum, so a finite sum clears the array, and only a non-finite
+    one (or an overflow) pays for the element-wise search that locates the value."""
     if isinstance(x, jax.core.Tracer):
         return
+    if isinstance(x, jax.Array):
+        if not jnp.issubdtype(x.dtype, jnp.inexact):
+            return
+        if x.size > _EXACT_FINITE and bool(_sum_is_finite(x)):
+            return
     a = np.asarray(x)
-    if a.dtype.kind in "fc" and not np.isfinite(a).all():
+    if a.dtype.kind not in "fc":
+        return
+    if a.size > _EXACT_FINITE and np.isfinite(a.sum()):
+        return
+    if not np.isfinite(a).all():
         where = tuple(int(i) for i in np.argwhere(~np.isfinite(a))[0])
         raise ValueError(f"{name} is not finite at index {where if len(where) > 1 else where[0]}: {a[where]}")
+
+
+def _as_array(x):
+    return x if isinstance(x, (jax.Array, np.ndarray, jax.core.Tracer)) else np.asarray(x)
 
 
 def check_vector(model: Model, x, name: str, size: int | None = None):
@@ -66,7 +91,7 @@ def check_vector(model: Model, x, name: str, size: int | None = None):
     size = model.dof if size is None else size
     x = jnp.asarray(x)
     if x.shape != (size,):
-        extra = " (one sample; use jax.vmap for a batch)" if x.ndim > 1 else ""
+        extra = " (one sample)" if x.ndim > 1 else ""
         raise ValueError(
             f"{name} must have shape ({size},) for this model (dof={model.dof}), "
             f"got shape {x.shape}{extra}"
@@ -75,19 +100,42 @@ def check_vector(model: Model, x, name: str, size: int | None = None):
     return x
 
 
-def check_loads(model: Model, loads, dtype):
-    """Loads as a (segments, 3) array of dtype, or zeros when None."""
+def check_batch(model: Model, x, name: str, size: int | None = None):
+    """Return ``x`` as an array of shape (..., size) (one sample or a batch), raising
+    ValueError otherwise (and for NaN or inf in a concrete input). NumPy inputs stay
+    NumPy arrays: the compiled call converts them."""
+    size = model.dof if size is None else size
+    x = _as_array(x)
+    if x.ndim < 1 or x.shape[-1] != size:
+        raise ValueError(
+            f"{name} must have shape ({size},) for one sample or (..., {size}) for a batch "
+            f"(this model has dof={model.dof}), got shape {tuple(x.shape)}"
+        )
+    if not (jnp.issubdtype(x.dtype, jnp.floating) or jnp.issubdtype(x.dtype, jnp.integer)
+            or x.dtype == bool):  # fmt: skip
+        raise ValueError(f"{name} must be a real array, got dtype {x.dtype}")
+    check_finite(x, name)
+    return x
+
+
+def check_loads(model: Model, loads, dtype, *, batched: bool = False):
+    """Loads as a (segments, 3) array of dtype, or zeros when None.
+
+    With ``batched``: None stays None, and (..., segments, 3) is accepted too (the
+    array is returned uncast)."""
     n = model.segments
     if loads is None:
-        return jnp.zeros((n, 3), dtype)
-    loads = jnp.asarray(loads)
-    if loads.shape != (n, 3):
+        return None if batched else jnp.zeros((n, 3), dtype)
+    loads = _as_array(loads) if batched else jnp.asarray(loads)
+    ok = loads.shape[-2:] == (n, 3) if batched else loads.shape == (n, 3)
+    if not ok:
+        want = f"({n}, 3) or (..., {n}, 3)" if batched else f"({n}, 3)"
         raise ValueError(
-            f"loads must have shape ({n}, 3): one world-frame wrench (Fx, Fy, Mz) per segment "
-            f"at its centre of mass, got shape {loads.shape}"
+            f"loads must have shape {want}: one world-frame wrench (Fx, Fy, Mz) per segment "
+            f"at its centre of mass, got shape {tuple(loads.shape)}"
         )
     check_finite(loads, "loads")
-    return loads.astype(dtype)
+    return loads if batched else loads.astype(dtype)
 
 
 def prepare(model: Model, *xs):

@@ -21,10 +21,10 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from .dynamics import _inputs, applied_wrenches
-from .kinematics import _pose_acc, check_loads, pose
+from . import batch as _batch
+from .dynamics import _batched, _projection, _spec, applied_wrenches
+from .kinematics import _pose_acc, pose
 from .model import Model, Segment
-from .recursive import _rnea
 
 __all__ = ["joint_reactions"]
 
@@ -49,47 +49,56 @@ def joint_reactions(
     *,
     joints: Sequence[Segment] | Segment | None = None,
     frame: str = "world",
-    method: str = "projection",
+    method: str = "recursive",
+    kernel: str = "auto",
+    chunk: int | None = None,
 ):
-    """Joint reaction forces, (len(joints), 2), N.
+    """Joint reaction forces, (..., len(joints), 2), N.
 
     Args:
       model: the model.
-      q, qd, qdd: (dof,) generalized coordinates, velocities, accelerations.
-      loads: optional (segments, 3) world-frame wrenches (Fx, Fy, Mz) at the centres
-        of mass, e.g. from :func:`jaxmb.point_load`.
+      q, qd, qdd: (..., dof) generalized coordinates, velocities, accelerations.
+      loads: optional (segments, 3) or (..., segments, 3) world-frame wrenches
+        (Fx, Fy, Mz) at the centres of mass, e.g. from :func:`jaxmb.point_load`.
       joints: the joints to compute, by segment index or name (joint i is the
         proximal joint of segment i); default: all, in segment order.
       frame: "world" for (Fx, Fy), or "segment" for (axial, shear) in the child
         segment's frame: axial along the child's axis (positive when the parent
         pushes the child distally, i.e. compression), shear along the axis rotated
         by +90 degrees.
-      method: "projection" (lambda = E^T (Mp (D qdd + gamma) - h), the default) or
-        "recursive" (the forces of the Newton-Euler backward pass).
+      method: "recursive" (default: the batched kernel's backward pass,
+        F_i = sum over the subtree of i of (m_j a_j - h_j)) or "projection"
+        (Blajer & Czaplicki's lambda = E^T (Mp (D qdd + gamma) - h) with E from the
+        pose map, evaluated sample by sample: the reference). They agree to
+        round-off (tests).
+      kernel, chunk: as :func:`jaxmb.inverse_dynamics`.
 
     Returns:
       The force that the parent (or the ground) exerts on each requested segment at
       its joint. For a floating base, the root's row is the force the base must
-      supply (zero for a free flight that obeys Newton's law).
+      supply (zero for a free flight that obeys Newton's law). One sample or any
+      leading batch shape, as :func:`jaxmb.inverse_dynamics` (compiled on the first
+      call, ``jax.vmap`` runs the batched kernel); differentiable in both modes.
     """
-    model, dtype, (q, qd, qdd) = _inputs(model, q, qd, qdd)
-    loads = check_loads(model, loads, dtype)
     idx = _joint_indices(model, joints)
     if frame not in ("world", "segment"):
         raise ValueError(f"frame must be 'world' or 'segment', got {frame!r}")
+    (q, qd, qdd), loads = _batched(model, (q, qd, qdd), ("q", "qd", "qdd"), loads)
+    if method == "recursive":
+        spec = _spec("reactions", kernel=kernel, chunk=chunk, joints=idx, frame=frame)
+        return _batch.run(spec, model, q, qd, qdd, loads)
+    if method != "projection":
+        raise ValueError(f"method must be 'recursive' or 'projection', got {method!r}")
 
-    if method == "projection":
+    def one(model, q, qd, qdd, loads):
         lam = _reactions_projection(model, q, qd, qdd, loads, idx)
-    elif method == "recursive":
-        lam = _rnea(model, q, qd, qdd, loads)[1][jnp.asarray(idx)]
-    else:
-        raise ValueError(f"method must be 'projection' or 'recursive', got {method!r}")
+        if frame == "segment":
+            theta = pose(model, q)[jnp.asarray(idx), 2]
+            c, s = jnp.cos(theta), jnp.sin(theta)
+            lam = jnp.stack([c * lam[:, 0] + s * lam[:, 1], -s * lam[:, 0] + c * lam[:, 1]], 1)
+        return lam
 
-    if frame == "segment":
-        theta = pose(model, q)[jnp.asarray(idx), 2]
-        c, s = jnp.cos(theta), jnp.sin(theta)
-        lam = jnp.stack([c * lam[:, 0] + s * lam[:, 1], -s * lam[:, 0] + c * lam[:, 1]], 1)
-    return lam
+    return _projection(one, model, q, qd, qdd, loads)
 
 
 def _reactions_projection(model, q, qd, qdd, loads, idx):

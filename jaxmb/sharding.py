@@ -91,9 +91,9 @@ def sharded(fn: Callable, mesh: Mesh | None = None, *, batch_axis: int = 0) -> C
 
     Example::
 
-        ids = jaxmb.sharded(jaxmb.inverse_dynamics_batch)
+        ids = jaxmb.sharded(jaxmb.inverse_dynamics)
         tau = ids(model, q, qd, qdd)          # q: (B, dof), split over jax.devices()
-        lam = jaxmb.sharded(jaxmb.joint_reactions_batch)(model, q, qd, qdd, frame="segment")
+        lam = jaxmb.sharded(jaxmb.joint_reactions)(model, q, qd, qdd, frame="segment")
 
     A batch that the number of devices does not divide is padded with copies of its
     last sample and split; the padding is cut from the result, which is then
@@ -108,7 +108,7 @@ def sharded(fn: Callable, mesh: Mesh | None = None, *, batch_axis: int = 0) -> C
       mesh: a one-dimensional :class:`jax.sharding.Mesh`; default
         :func:`batch_mesh` over all devices.
       batch_axis: the batch axis of the batched arrays and of the outputs: 0 (batch
-        first, as ``jaxmb.inverse_dynamics_batch`` by default) or -1 (batch last).
+        first, as the batched arrays of ``jaxmb.inverse_dynamics``) or -1 (batch last).
 
     Returns:
       The wrapped function, returning global arrays partitioned along the batch axis.

@@ -8,8 +8,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from .dynamics import _forward
-from .kinematics import check_loads, check_vector, prepare
+from . import batch as _batch
+from .kinematics import _float_dtype, check_batch
 from .model import Model
 
 __all__ = ["simulate", "Trajectory"]
@@ -23,8 +23,8 @@ class Trajectory(NamedTuple):
 
     Attributes:
       t: (steps + 1,) time, s.
-      q: (steps + 1, dof) generalized coordinates.
-      qd: (steps + 1, dof) generalized velocities.
+      q: (steps + 1, ..., dof) generalized coordinates.
+      qd: (steps + 1, ..., dof) generalized velocities.
     """
 
     t: jax.Array
@@ -45,16 +45,23 @@ def simulate(
 ) -> Trajectory:
     """Integrate M qdd + C + G + E = tau from (q0, qd0).
 
+    Forward dynamics is the batched kernel of :func:`jaxmb.forward_dynamics`: a batch
+    of initial states (leading dimensions of ``q0``, or ``jax.vmap`` over
+    :func:`simulate`) is integrated in one scan, every stage one batched call.
+
     Args:
       model: the model.
-      q0, qd0: (dof,) initial coordinates and velocities.
-      tau: generalized forces: a (steps, dof) array (held constant over each step),
-        a (dof,) constant, or a function ``tau(t, q, qd) -> (dof,)`` (a controller,
-        evaluated at every stage of the integrator; needs ``steps``).
+      q0, qd0: (..., dof) initial coordinates and velocities (one motion, or a batch
+        with any leading shape; the two broadcast).
+      tau: generalized forces: a function ``tau(t, q, qd)`` returning an array that
+        broadcasts to ``q`` (a controller, evaluated at every stage of the
+        integrator; needs ``steps``), a constant that broadcasts to (..., dof), or an
+        array over steps, (steps, ..., dof) (held constant over each step; one more
+        dimension than a constant: for a batch, (steps, 1, dof) shares one profile).
       dt: time step, s.
-      loads: optional external loads: None, a (segments, 3) constant, a
-        (steps, segments, 3) array, or a function ``loads(t, q, qd) -> (segments, 3)``
-        (e.g. a contact model).
+      loads: optional external loads: None, a constant (segments, 3) or
+        (..., segments, 3), an array over steps (steps, ..., segments, 3), or a
+        function ``loads(t, q, qd)`` (e.g. a contact model).
       steps: number of steps; taken from ``tau`` or ``loads`` when they are arrays
         over steps.
       method: "rk4" (classical Runge-Kutta, 4th order) or "euler" (semi-implicit
@@ -63,33 +70,52 @@ def simulate(
         a multibody chain its energy error grows linearly with time and dt.)
 
     Returns:
-      :class:`Trajectory` with steps + 1 samples.
+      :class:`Trajectory` with steps + 1 samples: ``t`` (steps + 1,), ``q`` and
+      ``qd`` (steps + 1, ..., dof).
     """
     if method not in ("rk4", "euler"):
         raise ValueError(f"method must be 'rk4' or 'euler', got {method!r}")
-    q0 = check_vector(model, q0, "q0")
-    qd0 = check_vector(model, qd0, "qd0")
-    model, dtype = prepare(model, q0, qd0)
-    q0, qd0 = q0.astype(dtype), qd0.astype(dtype)
+    q0 = check_batch(model, q0, "q0")
+    qd0 = check_batch(model, qd0, "qd0")
+    try:
+        lead = tuple(np.broadcast_shapes(np.shape(q0)[:-1], np.shape(qd0)[:-1]))
+    except ValueError:
+        raise ValueError(f"q0 {np.shape(q0)} and qd0 {np.shape(qd0)} do not broadcast") from None
+    dtype = _float_dtype(q0, qd0)
+    model = model.astype(dtype)
     n, dof = model.segments, model.dof
+    q0 = jnp.broadcast_to(jnp.asarray(q0, dtype), lead + (dof,))
+    qd0 = jnp.broadcast_to(jnp.asarray(qd0, dtype), lead + (dof,))
+    state_ndim = len(lead) + 1
 
-    def over_steps(x, shape, name):
+    def over_steps(x, core, name):
         """Classify an input: (kind, array) with kind 'fn', 'const' or 'steps'."""
         if callable(x):
             return "fn", x
         x = jnp.asarray(x, dtype)
-        if x.shape == shape:
-            return "const", x
-        if x.ndim == len(shape) + 1 and x.shape[1:] == shape:
-            return "steps", x
+        shape = lead + core
+        if x.ndim >= len(core) and x.shape[x.ndim - len(core):] == core:
+            if x.ndim <= len(shape):
+                try:
+                    np.broadcast_shapes(x.shape, shape)
+                    return "const", x
+                except ValueError:
+                    pass
+            elif x.ndim == len(shape) + 1:
+                try:
+                    np.broadcast_shapes(x.shape[1:], shape)
+                    return "steps", x
+                except ValueError:
+                    pass
+        core_s = ", ".join(map(str, core))
         raise ValueError(
-            f"{name} must be a function, a {shape} constant or a (steps, {', '.join(map(str, shape))}) "
-            f"array, got shape {x.shape}"
+            f"{name} must be a function, a constant broadcasting to {shape} or an array over "
+            f"steps (steps, ..., {core_s}) broadcasting to (steps,) + {shape}, got shape {x.shape}"
         )
 
     tk, tv = over_steps(tau, (dof,), "tau")
     if loads is None:
-        lk, lv = "const", jnp.zeros((n, 3), dtype)
+        lk, lv = "none", None
     else:
         lk, lv = over_steps(loads, (n, 3), "loads")
     lengths = {x.shape[0] for k, x in ((tk, tv), (lk, lv)) if k == "steps"}
@@ -103,19 +129,27 @@ def simulate(
         raise ValueError(f"steps={steps} but the arrays over steps have {next(iter(lengths))}")
     steps = int(steps)
     dt = jnp.asarray(dt, dtype)
+    spec = _batch.Spec("forward")
 
-    def value(kind, v, k, t, q, qd, shape, name):
+    def value(kind, v, k, t, q, qd, core, name):
+        if kind == "none":
+            return None
         if kind == "fn":
             out = jnp.asarray(v(t, q, qd))
-            if out.shape != shape:
-                raise ValueError(f"{name}(t, q, qd) must return shape {shape}, got {out.shape}")
+            try:
+                np.broadcast_shapes(out.shape, lead + core)
+            except ValueError:
+                raise ValueError(f"{name}(t, q, qd) must return an array broadcasting to {lead + core}, "
+                                 f"got shape {out.shape}") from None  # fmt: skip
             return out.astype(dtype)
         return v if kind == "const" else v[k]
 
     def acc(k, t, q, qd):
-        tau_k = value(tk, tv, k, t, q, qd, (dof,), "tau")
-        loads_k = check_loads(model, value(lk, lv, k, t, q, qd, (n, 3), "loads"), dtype)
-        return _forward(model, q, qd, tau_k, loads_k)
+        tau_k = jnp.broadcast_to(value(tk, tv, k, t, q, qd, (dof,), "tau"), q.shape)
+        loads_k = value(lk, lv, k, t, q, qd, (n, 3), "loads")
+        if loads_k is not None and loads_k.ndim > 2:
+            loads_k = jnp.broadcast_to(loads_k, q.shape[:-1] + (n, 3))
+        return _batch.call(spec, model, q, qd, tau_k, loads_k)
 
     def step(state, k):
         q, qd = state
@@ -141,6 +175,7 @@ def simulate(
             qd = qd + dt / 6 * sv
         return (q, qd), (q, qd)
 
+    del state_ndim
     _, (qs, qds) = jax.lax.scan(step, (q0, qd0), jnp.arange(steps))
     t = jnp.arange(steps + 1, dtype=dtype) * dt
     return Trajectory(t, jnp.concatenate([q0[None], qs]), jnp.concatenate([qd0[None], qds]))

@@ -1,4 +1,4 @@
-"""The batched fast path (issue 4): jaxmb.batch against the single-sample functions.
+"""The batched kernels (issues 4 and 8) through the one public API, against references.
 
 References: ``jax.vmap`` of the single-sample functions evaluated by the projection
 formulas (tau = D^T (Mp (D qdd + gamma) - h), lambda = E^T (...), derivatives of the
@@ -81,7 +81,7 @@ def test_sincos_float32_and_derivative():
 @jax.jit
 def _references(model, q, qd, qdd, loads):
     tau = vmapped(jaxmb.inverse_dynamics, model, q, qd, qdd, loads, method="projection")
-    lam = vmapped(jaxmb.joint_reactions, model, q, qd, qdd, loads, frame="segment")
+    lam = vmapped(jaxmb.joint_reactions, model, q, qd, qdd, loads, frame="segment", method="projection")
     return tau, lam
 
 
@@ -89,10 +89,10 @@ def _references(model, q, qd, qdd, loads):
 def _batched(model, q, qd, qdd, loads):
     out = {}
     for method, chunk in (("unrolled", 0), ("matrix", 4)):
-        kw = dict(method=method, chunk=chunk)
+        kw = dict(kernel=method, chunk=chunk)
         out[method] = (
-            jb.inverse_dynamics_batch(model, q, qd, qdd, loads, **kw),
-            jb.joint_reactions_batch(model, q, qd, qdd, loads, frame="segment", **kw),
+            jaxmb.inverse_dynamics(model, q, qd, qdd, loads, **kw),
+            jaxmb.joint_reactions(model, q, qd, qdd, loads, frame="segment", **kw),
         )
     return out
 
@@ -118,16 +118,20 @@ def test_moments_and_batch_last_layout(method):
 
     @jax.jit
     def run(model, q, qd, qdd, loads):
-        T = jb.joint_moments_batch(model, q, qd, qdd, loads, method=method, chunk=4)
-        tau = jb.inverse_dynamics_batch(model, q.T, qd.T, qdd.T, loads[0], batch_axis=-1, method=method, chunk=4)
-        ref_T = vmapped(jaxmb.joint_moments, model, q, qd, qdd, loads)
-        ref_tau = vmapped(jaxmb.inverse_dynamics, model, q, qd, qdd, loads=loads[0])
+        T = jaxmb.joint_moments(model, q, qd, qdd, loads, kernel=method, chunk=4)
+        tau = jaxmb.inverse_dynamics(model, q, qd, qdd, loads[0], kernel=method, chunk=4)
+        # references: the projection, and the joint moments from it (absolute angles:
+        # T_i = sum of the generalized forces over the subtree of i)
+        ref_tau = vmapped(jaxmb.inverse_dynamics, model, q, qd, qdd, loads=loads[0], method="projection")
+        tau_l = vmapped(jaxmb.inverse_dynamics, model, q, qd, qdd, loads, method="projection")
+        A = jnp.asarray(jaxmb.model.ancestor_matrix(model.parent))
+        ref_T = tau_l[:, model.nbase:] @ A
         return T, ref_T, tau, ref_tau
 
     T, ref_T, tau, ref_tau = run(model, q, qd, qdd, loads)
-    assert tau.shape == (model.dof, B)
+    assert tau.shape == (B, model.dof)
     np.testing.assert_allclose(T, ref_T, rtol=RTOL, atol=ATOL)
-    np.testing.assert_allclose(tau.T, ref_tau, rtol=RTOL, atol=ATOL)
+    np.testing.assert_allclose(tau, ref_tau, rtol=RTOL, atol=ATOL)
 
 
 def test_long_chain_auto_uses_matrix_form_and_matches():
@@ -139,10 +143,10 @@ def test_long_chain_auto_uses_matrix_form_and_matches():
 
     @jax.jit
     def run(model, q, qd, qdd, loads):
-        tau = jb.inverse_dynamics_batch(model, q, qd, qdd, chunk=5)
-        lam = jb.joint_reactions_batch(model, q, qd, qdd, loads, joints=["s13", 2], chunk=5)
-        ref = vmapped(jaxmb.inverse_dynamics, model, q, qd, qdd)
-        ref_lam = vmapped(jaxmb.joint_reactions, model, q, qd, qdd, loads, joints=["s13", 2], method="recursive")
+        tau = jaxmb.inverse_dynamics(model, q, qd, qdd, chunk=5)
+        lam = jaxmb.joint_reactions(model, q, qd, qdd, loads, joints=["s13", 2], chunk=5)
+        ref = vmapped(jaxmb.inverse_dynamics, model, q, qd, qdd, method="projection")
+        ref_lam = vmapped(jaxmb.joint_reactions, model, q, qd, qdd, loads, joints=["s13", 2], method="projection")
         return tau, ref, lam, ref_lam
 
     tau, ref, lam, ref_lam = run(model, q, qd, qdd, loads)
@@ -156,12 +160,11 @@ def test_forward_dynamics_batch_inverts_inverse(tree, base, coordinates):
     rng = np.random.default_rng(40)
     model = random_model(rng, 4, tree=tree, base=base, coordinates=coordinates)
     q, qd, qdd, loads = batch_state(41, model)
-    tau = jax.jit(vmapped, static_argnums=0)(jaxmb.inverse_dynamics, model, q, qd, qdd, loads)
+    tau = jaxmb.inverse_dynamics(model, q, qd, qdd, loads, method="projection")
 
     @jax.jit
     def forward(model, q, qd, tau, loads):
-        return [jb.forward_dynamics_batch(model, q, qd, tau, loads, method=m, chunk=c)
-                for m, c in (("unrolled", 0), ("matrix", 4))]  # fmt: skip
+        return [jaxmb.forward_dynamics(model, q, qd, tau, loads, chunk=c) for c in (0, 4)]
 
     for acc in forward(model, q, qd, tau, loads):
         np.testing.assert_allclose(acc, qdd, rtol=SOLVE_RTOL, atol=SOLVE_ATOL)
@@ -191,8 +194,8 @@ def test_forward_dynamics_batch_long_chain_column_loop():
     model = random_model(rng, 12, base="floating")
     assert model.dof > jb._LDL_MAX
     q, qd, qdd, loads = batch_state(47, model, 9)
-    tau = jax.jit(vmapped, static_argnums=0)(jaxmb.inverse_dynamics, model, q, qd, qdd, loads)
-    acc = jax.jit(jb.forward_dynamics_batch)(model, q, qd, tau, loads)
+    tau = jaxmb.inverse_dynamics(model, q, qd, qdd, loads, method="projection")
+    acc = jaxmb.forward_dynamics(model, q, qd, tau, loads)
     np.testing.assert_allclose(acc, qdd, rtol=SOLVE_RTOL, atol=SOLVE_ATOL)
 
 
@@ -203,7 +206,7 @@ def test_float32_stays_float32():
     model = jaxmb.seven_segment_human()
     q, qd, qdd, _ = batch_state(50, model)
     f32 = [x.astype(np.float32) for x in (q, qd, qdd)]
-    run = jax.jit(lambda m, *x: (jb.inverse_dynamics_batch(m, *x), jb.joint_reactions_batch(m, *x, method="matrix")))
+    run = jax.jit(lambda m, *x: (jaxmb.inverse_dynamics(m, *x), jaxmb.joint_reactions(m, *x, kernel="matrix")))
     tau32, lam32 = run(model, *f32)
     assert tau32.dtype == jnp.float32 and lam32.dtype == jnp.float32
     tau64, lam64 = run(model, *[x.astype(np.float64) for x in f32])
@@ -222,10 +225,10 @@ def test_gradient_equals_vmapped_core(tree):
     q, qd, qdd, loads = batch_state(61, model)
 
     def loss_batch(m, method):
-        return jnp.sum(jb.inverse_dynamics_batch(m, q, qd, qdd, loads, method=method, chunk=5) ** 2)
+        return jnp.sum(jaxmb.inverse_dynamics(m, q, qd, qdd, loads, kernel=method, chunk=5) ** 2)
 
     def loss_ref(m):
-        return jnp.sum(vmapped(jaxmb.inverse_dynamics, m, q, qd, qdd, loads) ** 2)
+        return jnp.sum(vmapped(jaxmb.inverse_dynamics, m, q, qd, qdd, loads, method="projection") ** 2)
 
     grads = jax.jit(lambda m: [jax.grad(loss_ref)(m)] + [jax.grad(loss_batch)(m, k) for k in ("unrolled", "matrix")])
     ref, *got = grads(model)
@@ -241,12 +244,12 @@ def _weighted_loss(gradient, loads_kind, axis, weights):
 
     def loss(m, q, qd, qdd, loads):
         ld = None if loads_kind == "none" else loads
-        if axis == -1:
-            q, qd, qdd = q.T, qd.T, qdd.T
+        if axis == -1:  # a (T, trials) leading shape: the batch in two dimensions
+            q, qd, qdd = (x.reshape(-1, 1, x.shape[-1]) for x in (q, qd, qdd))
             if loads_kind == "per-sample":
-                ld = jnp.transpose(ld, (1, 2, 0))
-        tau = jb.inverse_dynamics_batch(m, q, qd, qdd, ld, batch_axis=axis, gradient=gradient)
-        tau = tau.T if axis == -1 else tau
+                ld = ld.reshape((-1, 1) + ld.shape[-2:])
+        tau = jaxmb.inverse_dynamics(m, q, qd, qdd, ld, gradient=gradient)
+        tau = tau.reshape(-1, tau.shape[-1])
         return jnp.sum(weights * (jnp.sin(tau) + 0.5 * tau**2))
 
     return loss
@@ -257,7 +260,7 @@ def test_adjoint_gradient_of_every_input(tree, base, coordinates):
     # The hand-derived parameter adjoint (gradient="adjoint", the default) against
     # reverse mode through jax.vmap of the core function (the projection formulas),
     # for the model's parameters, q, qd, qdd and the loads: per-sample loads, shared
-    # loads and none, both layouts, and batch sizes that exercise the (B // 8, 8) view
+    # loads and none, one and two leading dimensions, and batch sizes that exercise the (B // 8, 8) view
     # alone (16), with a remainder (13) and the remainder alone (3).
     rng = np.random.default_rng(80)
     model = random_model(rng, 4, tree=tree, base=base, coordinates=coordinates)
@@ -272,7 +275,7 @@ def test_adjoint_gradient_of_every_input(tree, base, coordinates):
         def ref_loss(m, q, qd, qdd, loads):
             ld_ = None if loads_kind == "none" else (jnp.broadcast_to(loads, (batch,) + loads.shape)
                                                       if loads_kind == "shared" else loads)  # fmt: skip
-            tau = vmapped(jaxmb.inverse_dynamics, m, q, qd, qdd, ld_)
+            tau = vmapped(jaxmb.inverse_dynamics, m, q, qd, qdd, ld_, method="projection")
             return jnp.sum(w * (jnp.sin(tau) + 0.5 * tau**2))
 
         argnums = (0, 1, 2, 3) + (() if loads_kind == "none" else (4,))
@@ -280,7 +283,7 @@ def test_adjoint_gradient_of_every_input(tree, base, coordinates):
         ref = jax.jit(jax.grad(ref_loss, argnums))(model, q, qd, qdd, ld)
         # the model alone (its inputs' cotangents are then never formed)
         only_model = jax.jit(jax.grad(loss))(model, q, qd, qdd, ld)
-        where = f"{loads_kind} loads, batch_axis={axis}, B={batch}"
+        where = f"{loads_kind} loads, leading dims={1 if axis == 0 else 2}, B={batch}"
         for name in ("length", "com", "mass", "inertia", "attach", "gravity", "origin"):
             for g in (got[0], only_model):
                 np.testing.assert_allclose(getattr(g, name), getattr(ref[0], name), rtol=RTOL, atol=1e-7,
@@ -300,7 +303,7 @@ def test_adjoint_against_finite_differences_and_autodiff():
     q, qd, qdd, loads = (jnp.asarray(x) for x in batch_state(83, model, 11))
     for method, chunk in (("unrolled", None), ("matrix", 4)):
         def loss(m, gradient="adjoint"):
-            tau = jb.inverse_dynamics_batch(m, q, qd, qdd, loads, method=method, chunk=chunk, gradient=gradient)
+            tau = jaxmb.inverse_dynamics(m, q, qd, qdd, loads, kernel=method, chunk=chunk, gradient=gradient)
             return jnp.sum(jnp.sin(tau))
 
         check_grads(jax.jit(loss), (model,), order=1, modes=["rev"], eps=1e-6, atol=1e-5, rtol=1e-5)
@@ -319,7 +322,7 @@ def test_adjoint_float32_large_batch():
     q, qd, qdd = (rng.uniform(-3.0, 3.0, (batch, model.dof)) for _ in range(3))
 
     def grad(m, x, gradient):
-        return jax.jit(jax.grad(lambda m: jnp.sum(jb.inverse_dynamics_batch(m, *x, gradient=gradient) ** 2)))(m)
+        return jax.jit(jax.grad(lambda m: jnp.sum(jaxmb.inverse_dynamics(m, *x, gradient=gradient) ** 2)))(m)
 
     ref = grad(model, (q, qd, qdd), "autodiff")
     m32, x32 = model.astype(jnp.float32), tuple(x.astype(np.float32) for x in (q, qd, qdd))
@@ -337,19 +340,19 @@ def test_adjoint_is_reverse_mode_only_and_autodiff_has_both():
     model = random_model(rng, 3)
     q, qd, qdd, _ = (jnp.asarray(x) for x in batch_state(86, model, 5))
     with pytest.raises(TypeError, match="forward-mode"):
-        jax.jvp(lambda x: jb.inverse_dynamics_batch(model, x, qd, qdd), (q,), (q,))
-    # gradient="autodiff": forward mode works and matches the core function's
-    _, tangent = jax.jvp(lambda x: jb.inverse_dynamics_batch(model, x, qd, qdd, gradient="autodiff"), (q,), (qd,))
-    _, ref = jax.jvp(lambda x: vmapped(jaxmb.inverse_dynamics, model, x, qd, qdd), (q,), (qd,))
+        jax.jvp(lambda x: jaxmb.inverse_dynamics(model, x, qd, qdd), (q,), (q,))
+    # gradient="autodiff": forward mode works and matches the projection's
+    _, tangent = jax.jvp(lambda x: jaxmb.inverse_dynamics(model, x, qd, qdd, gradient="autodiff"), (q,), (qd,))
+    _, ref = jax.jvp(lambda x: vmapped(jaxmb.inverse_dynamics, model, x, qd, qdd, method="projection"), (q,), (qd,))
     np.testing.assert_allclose(tangent, ref, rtol=RTOL, atol=ATOL)
     # reverse over reverse through the adjoint (it is written in JAX)
     def inner(x, gradient):
-        return jax.grad(lambda m: jnp.sum(jb.inverse_dynamics_batch(m, x, qd, qdd, gradient=gradient) ** 2))(model).mass
+        return jax.grad(lambda m: jnp.sum(jaxmb.inverse_dynamics(m, x, qd, qdd, gradient=gradient) ** 2))(model).mass
 
     second = jax.grad(lambda x: jnp.sum(inner(x, "adjoint")))(q)
     np.testing.assert_allclose(second, jax.grad(lambda x: jnp.sum(inner(x, "autodiff")))(q), rtol=RTOL, atol=1e-6)
     with pytest.raises(ValueError, match="gradient must be one of"):
-        jb.inverse_dynamics_batch(model, q, qd, qdd, gradient="fast")
+        jaxmb.inverse_dynamics(model, q, qd, qdd, gradient="fast")
 
 
 def test_adjoint_under_vmap_over_subjects_and_trials():
@@ -361,7 +364,7 @@ def test_adjoint_under_vmap_over_subjects_and_trials():
     q, qd, qdd, loads = (jnp.asarray(x) for x in batch_state(88, model, 20))
 
     def grad(m, q, gradient):
-        return jax.grad(lambda m: jnp.sum(jb.inverse_dynamics_batch(m, q, qd, qdd, loads, gradient=gradient) ** 2))(m)
+        return jax.grad(lambda m: jnp.sum(jaxmb.inverse_dynamics(m, q, qd, qdd, loads, gradient=gradient) ** 2))(m)
 
     for axes, args in (((0, None), (subjects, q)), ((None, 0), (model, jnp.stack([q, 0.5 * q])))):
         got = jax.jit(jax.vmap(lambda m, x: grad(m, x, "adjoint"), in_axes=axes))(*args)
@@ -377,9 +380,9 @@ def test_adjoint_limited_to_40_segments():
     rng = np.random.default_rng(89)
     model = random_model(rng, jb._ADJOINT_MAX + 1)
     q, qd, qdd = (jnp.asarray(rng.uniform(-1.0, 1.0, (3, model.dof))) for _ in range(3))
-    _, tangent = jax.jvp(lambda x: jb.inverse_dynamics_batch(model, x, qd, qdd), (q,), (qd,))
+    _, tangent = jax.jvp(lambda x: jaxmb.inverse_dynamics(model, x, qd, qdd), (q,), (qd,))
     assert tangent.shape == q.shape
-    grads = jax.jit(lambda m: [jax.grad(lambda m: jnp.sum(jb.inverse_dynamics_batch(m, q, qd, qdd, gradient=g) ** 2))(m)
+    grads = jax.jit(lambda m: [jax.grad(lambda m: jnp.sum(jaxmb.inverse_dynamics(m, q, qd, qdd, gradient=g) ** 2))(m)
                                for g in ("adjoint", "autodiff")])  # fmt: skip
     got, ref = grads(model)
     for a, b in zip(jax.tree_util.tree_leaves(got), jax.tree_util.tree_leaves(ref)):
@@ -393,8 +396,8 @@ def test_no_per_sample_matrices_and_no_recompilation():
     batch = 4096
     for n, method, chunk in ((3, "unrolled", None), (12, "matrix", 1024)):
         model = random_model(rng, n)
-        x = jnp.zeros((n, batch))
-        f = jax.jit(lambda m, a, b, c: jb.inverse_dynamics_batch(m, a, b, c, batch_axis=-1, method=method, chunk=chunk))
+        x = jnp.zeros((batch, n))
+        f = jax.jit(lambda m, a, b, c: jaxmb.inverse_dynamics(m, a, b, c, kernel=method, chunk=chunk))
         compiled = f.lower(model, x, x, x).compile()
         mem = compiled.memory_analysis()
         inputs_outputs = 4 * x.size * x.dtype.itemsize
@@ -403,7 +406,7 @@ def test_no_per_sample_matrices_and_no_recompilation():
         if method == "unrolled":
             assert mem.temp_size_in_bytes < 0.05 * inputs_outputs
     # a new parameter value does not recompile (parameters are traced leaves)
-    g = jax.jit(lambda m, a: jb.inverse_dynamics_batch(m, a, a, a))
+    g = jax.jit(lambda m, a: jaxmb.inverse_dynamics(m, a, a, a))
     model = random_model(rng, 3)
     a = jnp.ones((5, 3))
     g(model, a)
@@ -415,23 +418,33 @@ def test_no_per_sample_matrices_and_no_recompilation():
 def test_invalid_inputs_raise():
     model = jaxmb.chain([1.0, 1.0], 0.5, 1.0, 0.1)
     q = np.zeros((4, 2))
-    with pytest.raises(ValueError, match=r"q must have shape \(B, 2\)"):
-        jb.inverse_dynamics_batch(model, q.T, q, q)
-    with pytest.raises(ValueError, match=r"qdd has batch size 3"):
-        jb.inverse_dynamics_batch(model, q, q, q[:3])
-    with pytest.raises(ValueError, match="batch_axis"):
-        jb.inverse_dynamics_batch(model, q, q, q, batch_axis=2)
+    with pytest.raises(ValueError, match=r"q must have shape \(2,\) for one sample or \(\.\.\., 2\)"):
+        jaxmb.inverse_dynamics(model, q.T, q, q)
+    with pytest.raises(ValueError, match=r"do not broadcast: q \(4,\), qd \(4,\), qdd \(3,\)"):
+        jaxmb.inverse_dynamics(model, q, q, q[:3])
+    with pytest.raises(ValueError, match="kernel"):
+        jaxmb.inverse_dynamics(model, q, q, q, kernel="scan")
     with pytest.raises(ValueError, match="method"):
-        jb.inverse_dynamics_batch(model, q, q, q, method="scan")
+        jaxmb.inverse_dynamics(model, q, q, q, method="scan")
     with pytest.raises(ValueError, match="chunk"):
-        jb.inverse_dynamics_batch(model, q, q, q, chunk=-1)
-    with pytest.raises(ValueError, match="empty"):
-        jb.inverse_dynamics_batch(model, q[:0], q[:0], q[:0])
+        jaxmb.inverse_dynamics(model, q, q, q, chunk=-1)
     with pytest.raises(ValueError, match="loads must have shape"):
-        jb.inverse_dynamics_batch(model, q, q, q, np.zeros((4, 3, 2)))
+        jaxmb.inverse_dynamics(model, q, q, q, np.zeros((4, 3, 2)))
+    with pytest.raises(ValueError, match=r"loads \(3,\)"):
+        jaxmb.inverse_dynamics(model, q, q, q, np.zeros((3, 2, 3)))
     with pytest.raises(ValueError, match="frame"):
-        jb.joint_reactions_batch(model, q, q, q, frame="body")
+        jaxmb.joint_reactions(model, q, q, q, frame="body")
     with pytest.raises(ValueError, match="joints is empty"):
-        jb.joint_reactions_batch(model, q, q, q, joints=[])
+        jaxmb.joint_reactions(model, q, q, q, joints=[])
     with pytest.raises(ValueError, match="tau must have shape"):
-        jb.forward_dynamics_batch(model, q, q, q[:, :1])
+        jaxmb.forward_dynamics(model, q, q, q[:, :1])
+    bad = q.copy()
+    bad[2, 1] = np.nan
+    with pytest.raises(ValueError, match=r"qd is not finite at index \(2, 1\)"):
+        jaxmb.inverse_dynamics(model, q, bad, q)
+    big = np.zeros((40000, 2))
+    big[39999, 0] = np.inf
+    with pytest.raises(ValueError, match=r"q is not finite at index \(39999, 0\)"):
+        jaxmb.inverse_dynamics(model, jnp.asarray(big), big, big)
+    # an empty batch is an empty result, as in NumPy
+    assert jaxmb.inverse_dynamics(model, q[:0], q[:0], q[:0]).shape == (0, 2)

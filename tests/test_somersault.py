@@ -1,12 +1,17 @@
 """The somersault experiment (Blajer & Czaplicki 2005, Fig. 2): a short, coarse run.
 
-The reference is a simulation in maximal coordinates (x, y, theta per segment) with
-the joints as implicit constraints and Lagrange multipliers, written in
-jaxmb.somersault without the pose map; its multipliers are the joint forces. The
-projection (jaxmb.joint_reactions), from the simulated kinematics and the bed force
-alone, must reproduce them, and jaxmb.simulate (minimal coordinates) must reproduce
-the trajectory. The building blocks are checked at single random states first.
+The machinery lives in experiments/somersault.py (imported here from that folder).
+The reference is a simulation in maximal coordinates (jaxmb.maximal: x, y, theta per
+segment, the joints as implicit constraints with Lagrange multipliers, no pose map);
+its multipliers are the joint forces. The projection (jaxmb.joint_reactions), from the
+simulated kinematics and the bed force alone, must reproduce them, and jaxmb.simulate
+(minimal coordinates) must reproduce the trajectory. The experiment's own building
+blocks (bed, plan, controller) are checked first; jaxmb.maximal itself is tested on
+random models in test_maximal.py.
 """
+
+import pathlib
+import sys
 
 import jax
 import jax.numpy as jnp
@@ -14,13 +19,16 @@ import numpy as np
 import pytest
 
 import jaxmb
-from jaxmb import somersault as so
+from jaxmb import maximal
 from jaxmb.anthropometry import seven_segment_human
 
-# Two float64 evaluations of the same kinematics by different formulas (the
-# constraint map vs the pose map): a few hundred ulp of the largest term.
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1] / "experiments"))
+import somersault as so  # noqa: E402  (experiments/somersault.py)
+
+# Two float64 evaluations of the same kinematics by different formulas (the bed
+# point from maximal coordinates vs the pose map): a few hundred ulp of the largest term.
 ROUNDOFF = 1e-10
-# A linear solve (Cholesky of M, or of C Mp^-1 C^T) multiplies round-off by the
+# A linear solve (of the mass matrix in the controller) multiplies round-off by the
 # condition number (<~ 1e4 for this model).
 SOLVE_RTOL = 1e-8
 # Along a simulated motion the multipliers differ from the projection by the
@@ -69,55 +77,21 @@ def test_plan_derivatives(scenario):
     np.testing.assert_allclose(phidd, d2, rtol=1e-12, atol=1e-9)
 
 
-@pytest.mark.parametrize("coordinates", ["absolute", "relative"])
-def test_maximal_coordinates_of_the_pose_map(model, coordinates):
-    m = model.replace(coordinates=coordinates)
-    q, qd, qdd = _random_state(m, 1)
+def test_bed_from_maximal_coordinates_matches_minimal(model, scenario):
+    """The two simulations compute the bed's wrench from p, pd and from q, qd: the same."""
+    q, qd, _ = _random_state(model, 5)
+    q = q.at[1].set(-0.8)  # low enough for the foot to be in the bed
+    qd = qd.at[1].set(-3.0)
 
     @jax.jit
-    def check(q, qd, qdd):
-        p = jaxmb.pose(m, q)
-        pd = jaxmb.pose_velocity(m, q, qd)
-        pdd = jaxmb.pose_acceleration(m, q, qd, qdd)
-        return so.maximal_constraints(m, p), so.maximal_to_minimal(m, p, pd, pdd)
+    def both(q, qd):
+        p, pd = maximal.from_minimal(model, q, qd)
+        return so._bed_maximal(model, scenario.bed, p, pd), so.bed_loads(model, scenario.bed, q, qd)
 
-    phi, recovered = check(q, qd, qdd)
-    # jaxmb's pose satisfies the hand-written joint constraints ...
-    np.testing.assert_allclose(phi, 0.0, atol=ROUNDOFF)
-    # ... and the recovery of q, qd, qdd from p, pd, pdd inverts it
-    for got, want in zip(recovered, (q, qd, qdd)):
-        np.testing.assert_allclose(got, want, rtol=ROUNDOFF, atol=ROUNDOFF)
-
-
-def test_multipliers_are_the_projection_reactions(model, scenario):
-    """One state: the constrained Newton-Euler solve vs forward dynamics + projection."""
-    q, qd, _ = _random_state(model, 2)
-    rng = np.random.default_rng(3)
-    tau = np.concatenate([[0.0], rng.normal(scale=100.0, size=model.segments - 1)])
-    force = np.array([300.0, 2500.0])
-    # applied wrenches written out by hand: gravity, +tau_i on i, -tau_i on its parent
-    # (the bed's wrench is added inside)
-    h = np.zeros((model.segments, 3))
-    h[:, 1] -= np.asarray(model.mass) * float(model.gravity)
-    for i, par in enumerate(model.parent):
-        h[i, 2] += tau[i]
-        if par >= 0:
-            h[par, 2] -= tau[i]
-    rel = model.replace(coordinates="relative")
-
-    @jax.jit
-    def both(q, qd, tau, h):
-        loads = jaxmb.point_load(model, q, "foot", (0.1, 0.0), force, frame="segment")
-        p, pd = jaxmb.pose(model, q), jaxmb.pose_velocity(model, q, qd)
-        pdd, mu = so.maximal_accelerations(model, p, pd, h + loads, alpha=0.0, beta=0.0)
-        Q = jaxmb.forces_to(rel, jnp.concatenate([jnp.zeros(2), tau]), "absolute")
-        qdd = jaxmb.forward_dynamics(model, q, qd, Q, loads)
-        lam = jaxmb.joint_reactions(model, q, qd, qdd, loads)  # parent on child, world frame
-        return pdd, mu, jaxmb.pose_acceleration(model, q, qd, qdd), lam
-
-    pdd, mu, pdd_min, lam = both(q, qd, jnp.asarray(tau), jnp.asarray(h))
-    np.testing.assert_allclose(pdd, pdd_min, atol=SOLVE_RTOL * float(np.abs(pdd).max()))
-    np.testing.assert_allclose(mu, lam[1:], atol=SOLVE_RTOL * float(np.abs(lam).max()))
+    (w_max, fy_max), (w_min, fy_min) = both(q, qd)
+    assert fy_min > 0.0  # the bed pushes at this state
+    np.testing.assert_allclose(fy_max, fy_min, rtol=ROUNDOFF)
+    np.testing.assert_allclose(w_max, w_min, atol=ROUNDOFF * float(fy_min))
 
 
 def test_computed_torque_tracks_the_commanded_acceleration(model, scenario):

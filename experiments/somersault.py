@@ -1,29 +1,16 @@
-"""A simulated back somersault on a trampoline, and its joint reactions two ways.
+"""Machinery of the somersault experiment (Blajer & Czaplicki 2005, Fig. 2).
 
-Blajer & Czaplicki (2005, Fig. 2) computed the hip, knee and ankle reactions of a
-back somersault in the pike position from measured kinematics and the bed force. The
-measurements are not public, so this module makes dynamically consistent data:
+Imported by ``experiments/somersault_reactions.py`` (and by the tests, which put this
+folder on ``sys.path``). Blajer & Czaplicki computed the hip, knee and ankle reactions
+of a back somersault in the pike position from measured kinematics and the bed force.
+The measurements are not public, so this module makes dynamically consistent data:
 
 1. **Maximal-coordinate simulation** (the reference, independent of the pose map):
-   every segment has its own p_i = (x_i, y_i, theta_i) (centre of mass and angle);
-   the joints are the implicit constraints Phi(p) = 0 (the proximal point of every
-   child coincides with its attachment point on the parent), enforced by Lagrange
-   multipliers mu with Baumgarte stabilisation:
-
-       Mp pdd = h + C^T mu,      C pdd = -Cdot pd - 2 alpha C pd - beta^2 Phi,
-
-   C = dPhi/dp. Eliminating pdd gives the classical formula (Blajer & Czaplicki's
-   eq. 2.11, the one their projection avoids):
-
-       (C Mp^-1 C^T) mu = rhs - C Mp^-1 h.
-
-   Because dPhi_i/d(x_i, y_i) = +I for the child i, C^T mu puts +mu_i on the child's
-   centre-of-mass force and -mu_i on the parent's: mu_i is **the force that the parent
-   exerts on the child at joint i, world frame** -- jaxmb's sign of lambda (Blajer &
-   Czaplicki write Mp pdd = h - C^T lambda, so their lambda = -mu).
-
-2. **Minimal-coordinate simulation** with :func:`jaxmb.simulate` of the same
-   closed loop (controller and bed), as a cross-check of the trajectory.
+   :func:`jaxmb.maximal.simulate` integrates the constrained Newton-Euler equations of
+   the seven segments with Lagrange multipliers (Baumgarte-stabilised, RK4); the
+   multipliers are the simulation's own joint forces (parent on child, world frame).
+2. **Minimal-coordinate simulation** with :func:`jaxmb.simulate` of the same closed
+   loop (controller and bed), as a cross-check of the trajectory.
 
 The athlete is driven by a computed-torque tracking controller of a planned
 pike-and-open pattern (minimum-jerk joint angles with PD feedback); the trampoline
@@ -40,20 +27,20 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from .dynamics import mass_matrix, point_load
-from .kinematics import (
+from jaxmb import (
     coordinates_to,
     forces_to,
+    joint_reactions,
+    mass_matrix,
+    maximal,
+    point_load,
     point_position,
     point_velocity,
-    pose,
-    pose_velocity,
+    rnea,
+    simulate,
     whole_body_com,
 )
-from .model import Model, ancestor_matrix
-from .reactions import joint_reactions
-from .recursive import rnea
-from .simulate import simulate
+from jaxmb.model import Model, ancestor_matrix
 
 __all__ = [
     "Bed",
@@ -63,12 +50,9 @@ __all__ = [
     "pike_plan",
     "plan_angles",
     "computed_torque",
-    "maximal_constraints",
-    "maximal_accelerations",
-    "maximal_to_minimal",
     "simulate_maximal",
     "simulate_minimal",
-    "MaximalTrajectory",
+    "MaximalRun",
     "Scenario",
     "back_somersault",
     "initial_state",
@@ -78,6 +62,8 @@ __all__ = [
     "run_somersault",
     "comparison_table",
     "support_summary",
+    "LEG_JOINTS",
+    "JOINT_LABELS",
 ]
 
 
@@ -222,118 +208,24 @@ def computed_torque(model: Model, plan: JointPlan, t, q, qd, loads, *, kp=400.0,
 # ------------------------------------------------------- maximal coordinates
 
 
-def _rot(theta, v):
-    """R(theta) v for local vectors v (..., 2)."""
-    c, s = jnp.cos(theta), jnp.sin(theta)
-    return jnp.stack([c * v[..., 0] - s * v[..., 1], s * v[..., 0] + c * v[..., 1]], -1)
-
-
-def _proximal(model: Model, p):
-    """Proximal joint points of all segments from maximal coordinates: P_i = c_i - R(theta_i) com_i."""
-    return p[:, :2] - _rot(p[:, 2], model.com)
-
-
-def maximal_constraints(model: Model, p):
-    """The joint constraints Phi(p), (2 (segments - 1),), m.
-
-    Phi_i = P_i - (P_parent + attach_i u(theta_parent)), for every non-root segment i:
-    the proximal point of the child, seen from the child, minus the same point seen
-    from the parent. Zero in any admissible configuration.
-
-    Args:
-      model: a floating-base model.
-      p: (segments, 3) maximal coordinates (x_com, y_com, theta) per segment.
-    """
-    P = _proximal(model, p)
-    kids = [i for i in range(model.segments) if model.parent[i] >= 0]
-    ch = np.asarray(kids)
-    par = np.asarray([model.parent[i] for i in kids])
-    th_p = p[par, 2]
-    u = jnp.stack([jnp.cos(th_p), jnp.sin(th_p)], -1)
-    return (P[ch] - (P[par] + model.joint_attach[ch][:, None] * u)).reshape(-1)
-
-
-def maximal_accelerations(model: Model, p, pd, h, *, alpha, beta):
-    """Accelerations and joint forces of the constrained Newton-Euler equations.
-
-    Solves Mp pdd = h + C^T mu with C pdd = -Cdot pd - 2 alpha Phidot - beta^2 Phi
-    (Baumgarte) by the Schur complement (C Mp^-1 C^T) mu = rhs - C Mp^-1 h.
-
-    Args:
-      model: the model (its parameters; topology for the constraints).
-      p, pd: (segments, 3) maximal coordinates and velocities.
-      h: (segments, 3) applied wrenches at the centres of mass (N, N, N m): gravity,
-        joint moments, the bed.
-      alpha, beta: Baumgarte parameters, 1/s.
-
-    Returns:
-      (pdd (segments, 3), mu (segments - 1, 2)): accelerations and, for every
-      non-root segment in index order, the force of the parent on it, world frame, N.
-    """
-    n = model.segments
-    phi = lambda x: maximal_constraints(model, x.reshape(n, 3))  # noqa: E731
-    x, v = p.reshape(-1), pd.reshape(-1)
-    Phi = phi(x)
-    C = jax.jacfwd(phi)(x)
-    Phid = C @ v
-    Cd_v = jax.jvp(lambda y: jax.jvp(phi, (y,), (v,))[1], (x,), (v,))[1]
-    rhs = -Cd_v - 2 * alpha * Phid - beta**2 * Phi
-    winv = 1.0 / jnp.stack([model.mass, model.mass, model.inertia], 1).reshape(-1)
-    A = (C * winv) @ C.T
-    hv = h.reshape(-1)
-    mu = jnp.linalg.solve(A, rhs - C @ (winv * hv))
-    pdd = winv * (hv + C.T @ mu)
-    return pdd.reshape(n, 3), mu.reshape(-1, 2)
-
-
-def maximal_to_minimal(model: Model, p, pd, pdd=None):
-    """Absolute-coordinate q, qd (and qdd) of a floating-base model from p, pd, pdd.
-
-    q = (x, y of the root's proximal point, theta_1..n): the root point is
-    c_0 - R(theta_0) com_0, differentiated exactly along the motion.
-
-    Returns:
-      (q, qd) or (q, qd, qdd), each (dof,), in ``model.coordinates``.
-    """
-    root = lambda x: _proximal(model, x)[0]  # noqa: E731
-    P0, vP0 = jax.jvp(root, (p,), (pd,))
-    q = jnp.concatenate([P0, p[:, 2]])
-    qd = jnp.concatenate([vP0, pd[:, 2]])
-    out = [q, qd]
-    if pdd is not None:
-        # P'' = J pdd + (d/dt J) pd: a first and a second directional derivative
-        vel = lambda x: jax.jvp(root, (x,), (pd,))[1]  # noqa: E731
-        aP0 = jax.jvp(root, (p,), (pdd,))[1] + jax.jvp(vel, (p,), (pd,))[1]
-        out.append(jnp.concatenate([aP0, pdd[:, 2]]))
-    if model.coordinates == "relative":
-        absm = model.replace(coordinates="absolute")
-        out = [coordinates_to(absm, x, "relative") for x in out]
-    return tuple(out)
-
-
 def _bed_maximal(model: Model, bed: Bed, p, pd):
-    """Bed wrench rows (segments, 3) and Fy from the maximal coordinates."""
+    """Bed loads (segments, 3) and Fy from the maximal coordinates."""
     i = bed.segment
-    point = jnp.asarray(bed.point, p.dtype)
-
-    def contact(x):
-        return _proximal(model, x)[i] + _rot(x[i, 2], point)
-
-    pt, vel = jax.jvp(contact, (p,), (pd,))
+    pt, vel = jax.jvp(lambda x: maximal.point_position(model, x, i, bed.point), (p,), (pd,))
     fy = bed_force(pt[1], vel[1], bed.stiffness, bed.damping)
     d = pt - p[i, :2]
     row = jnp.stack([jnp.zeros_like(fy), fy, d[0] * fy])  # moment (pt - c) x (0, fy)
     return jnp.zeros((model.segments, 3), p.dtype).at[i].set(row), fy
 
 
-class MaximalTrajectory(NamedTuple):
-    """Samples of the maximal-coordinate simulation (steps + 1 of each).
+class MaximalRun(NamedTuple):
+    """The maximal-coordinate simulation of the closed loop (steps + 1 samples).
 
     Attributes:
       t: (T,) time, s.
       p, pd, pdd: (T, segments, 3) maximal coordinates, velocities, accelerations.
-      mu: (T, segments - 1, 2) joint forces of the simulation (parent on child,
-        world frame, N) for the non-root segments in index order.
+      mu: (T, segments, 2) joint forces of the simulation (parent on child, world
+        frame, N; zero for the floating root).
       bed: (T,) vertical bed force, N.
       tau: (T, segments) joint moments of the controller, N m.
       drift: (T,) max |Phi|, m: the constraint violation.
@@ -350,12 +242,12 @@ class MaximalTrajectory(NamedTuple):
 
 
 def simulate_maximal(model: Model, plan: JointPlan, bed: Bed, p0, pd0, dt, steps, *,
-                     kp=400.0, kd=40.0, alpha=20.0, beta=20.0):
-    """RK4 integration of the constrained Newton-Euler equations (lax.scan).
+                     kp=400.0, kd=40.0, alpha=20.0, beta=20.0) -> MaximalRun:
+    """The closed loop (controller and bed) with :func:`jaxmb.maximal.simulate` (RK4).
 
-    The controller sees q, qd recovered from (p, pd); the bed force comes from the
-    contact point of p. Joint moment tau_i adds +tau_i to segment i's moment row and
-    -tau_i to its parent's.
+    The controller sees q, qd recovered from (p, pd) (:func:`jaxmb.maximal.to_minimal`);
+    the bed force comes from the contact point of p. Joint moment tau_i adds +tau_i to
+    segment i's moment and -tau_i to its parent's (:func:`jaxmb.maximal.joint_moment_loads`).
 
     Args:
       model: floating-base model.
@@ -366,51 +258,18 @@ def simulate_maximal(model: Model, plan: JointPlan, bed: Bed, p0, pd0, dt, steps
       kp, kd: controller gains. alpha, beta: Baumgarte parameters, 1/s.
 
     Returns:
-      :class:`MaximalTrajectory`.
+      :class:`MaximalRun`.
     """
-    n = model.segments
-    par = np.asarray([max(pp, 0) for pp in model.parent])
-    is_child = np.asarray([pp >= 0 for pp in model.parent], float)
-    grav = jnp.stack([jnp.zeros(n), -model.mass * model.gravity, jnp.zeros(n)], 1)
 
-    def evaluate(t, p, pd):
-        q, qd = maximal_to_minimal(model, p, pd)
-        loads, fy = _bed_maximal(model, bed, p, pd)
-        tau = computed_torque(model, plan, t, q, qd, loads, kp=kp, kd=kd)
-        # +tau_i on child i, -tau_i on its parent
-        mz = tau - jnp.zeros(n, tau.dtype).at[par].add(is_child * tau)
-        h = grav + loads + jnp.zeros((n, 3), tau.dtype).at[:, 2].set(mz)
-        pdd, mu = maximal_accelerations(model, p, pd, h, alpha=alpha, beta=beta)
-        return pdd, mu, fy, tau
+    def loads(t, p, pd):
+        q, qd = maximal.to_minimal(model, p, pd)
+        bed_w, fy = _bed_maximal(model, bed, p, pd)
+        tau = computed_torque(model, plan, t, q, qd, bed_w, kp=kp, kd=kd)
+        return bed_w + maximal.joint_moment_loads(model, tau), (fy, tau)
 
-    # classical RK4 with its four stages as a scan, so that the right-hand side is
-    # traced and compiled once: stage s evaluates f at y + a_s dt k_(s-1), t + a_s dt,
-    # and y advances by dt sum_s b_s k_s
-    a_s = jnp.asarray([0.0, 0.5, 0.5, 1.0])
-    b_s = jnp.asarray([1.0, 2.0, 2.0, 1.0]) / 6.0
-
-    def step(state, k):
-        p, pd = state
-        t = k * dt
-
-        def stage(carry, ab):
-            (sp, sv), (kp_, kv_) = carry
-            a, b = ab
-            ps, vs = p + a * dt * kp_, pd + a * dt * kv_
-            pdd, mu, fy, tau = evaluate(t + a * dt, ps, vs)
-            return ((sp + b * vs, sv + b * pdd), (vs, pdd)), (pdd, mu, fy, tau)
-
-        zero = (jnp.zeros_like(p), jnp.zeros_like(pd))
-        ((sp, sv), _), out = jax.lax.scan(stage, (zero, zero), (a_s, b_s))
-        # the first stage is the sample itself: its accelerations and multipliers
-        sample = jax.tree_util.tree_map(lambda x: x[0], out)
-        return (p + dt * sp, pd + dt * sv), (p, pd) + sample
-
-    # steps + 1 samples: the last step's update is discarded
-    _, (p, pd, pdd, mu, fy, tau) = jax.lax.scan(step, (p0, pd0), jnp.arange(steps + 1))
-    t = jnp.arange(steps + 1) * dt
-    drift = jax.vmap(lambda x: jnp.max(jnp.abs(maximal_constraints(model, x))))(p)
-    return MaximalTrajectory(t, p, pd, pdd, mu, fy, tau, drift)
+    tr = maximal.simulate(model, p0, pd0, dt, steps, loads=loads, has_aux=True, alpha=alpha, beta=beta)
+    fy, tau = tr.aux
+    return MaximalRun(tr.t, tr.p, tr.pd, tr.pdd, tr.mu, fy, tau, tr.drift)
 
 
 def simulate_minimal(model: Model, plan: JointPlan, bed: Bed, q0, qd0, dt, steps, *, kp=400.0, kd=40.0):
@@ -677,17 +536,15 @@ def run_somersault(model: Model, scenario: Scenario, *, duration=1.6, dt=2e-4, a
     """
     steps = int(round(duration / dt))
     q0, qd0 = initial_state(model, scenario)
-    p0 = pose(model, q0)
-    pd0 = pose_velocity(model, q0, qd0)
+    p0, pd0 = maximal.from_minimal(model, q0, qd0)
     sc = scenario
-    kids = [i for i in range(model.segments) if model.parent[i] >= 0]
-    rows = np.asarray([kids.index(model.index(j)) for j in joints])
+    rows = np.asarray([model.index(j) for j in joints])
 
     @jax.jit
     def pipeline(p0, pd0, q0, qd0):
         tr = simulate_maximal(model, sc.plan, sc.bed, p0, pd0, dt, steps, kp=sc.kp, kd=sc.kd,
                               alpha=alpha, beta=beta)
-        q, qd, qdd = jax.vmap(lambda p, pd, pdd: maximal_to_minimal(model, p, pd, pdd))(tr.p, tr.pd, tr.pdd)
+        q, qd, qdd = jax.vmap(lambda p, pd, pdd: maximal.to_minimal(model, p, pd, pdd))(tr.p, tr.pd, tr.pdd)
 
         def react(q, qd, qdd, fy, method):
             # the bed force alone (the "measured" Ry; Rx = 0), at the bed point of q
