@@ -58,6 +58,7 @@ from .reactions import joint_reactions
 from .sharding import batch_mesh, sharded
 from .simulate import Trajectory, simulate
 from . import maximal
+from . import identify
 
 __version__ = "0.1.0"
 
@@ -119,4 +120,6 @@ __all__ = [
     "Trajectory",
     # maximal coordinates with Lagrange multipliers (a reference formulation)
     "maximal",
+    # segment parameters from measured forces
+    "identify",
 ]
