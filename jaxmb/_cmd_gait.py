@@ -1,0 +1,281 @@
+"""``jaxmb gait``: joint angles, moments, powers and reactions of the leg from lab files.
+
+With no input option it analyses the bundled van den Bogert running data (true
+moments and forces known) and reports the errors; ``--c3d FILE`` or ``--trc FILE
+--forces FILE`` analyse a measured trial of one leg (``--side``) over its stance on the
+force plates. Every output is computed first and then written atomically (a temporary
+name, then a rename), so a failed run leaves no half-written file.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import tempfile
+
+import numpy as np
+
+__all__ = ["add_command", "run"]
+
+
+class InputError(Exception):
+    """Bad input: reported as one line, exit status 2."""
+
+
+def add_command(sub) -> None:
+    p = sub.add_parser(
+        "gait",
+        help="joint moments, powers and reactions of the leg (bundled running data, C3D or TRC + forces)",
+        description=__doc__.split("\n\n")[0],
+    )
+    src = p.add_mutually_exclusive_group()
+    src.add_argument("--c3d", metavar="FILE", help="a C3D trial (markers and force plates; needs ezc3d)")
+    src.add_argument("--trc", metavar="FILE", help="markers in a TRC file (with --forces)")
+    p.add_argument("--forces", metavar="FILE", help="Motion Analysis .forces file for --trc")
+    p.add_argument("--side", choices=("right", "left"), default="right", help="the leg to analyse (default right)")
+    p.add_argument("--body-mass", type=float, default=None, metavar="KG",
+                   help="body mass, kg (default: the bundled data's segments; for lab files, estimated "
+                        "from the force plates)")  # fmt: skip
+    p.add_argument("--cutoff", default=None, metavar="HZ|auto",
+                   help="low-pass cut-off of markers and force, Hz, or 'auto' (Winter's residual analysis); "
+                        "default: none for the bundled simulated data, 6 Hz for lab files")  # fmt: skip
+    p.add_argument("--convention", choices=("jaxmb", "clinical"), default="jaxmb",
+                   help="signs of angles and moments in the outputs (default jaxmb: counter-clockwise; "
+                        "clinical: flexion, extensor and plantarflexor moments positive)")  # fmt: skip
+    p.add_argument("--out", default="jaxmb-out/gait", help="output folder (default jaxmb-out/gait)")
+    p.add_argument("--no-figures", action="store_true", help="write the CSV files only")
+    p.set_defaults(func=_main)
+
+
+def _main(args) -> int:
+    try:
+        return run(args)
+    except InputError as e:
+        print(f"jaxmb gait: error: {e}", file=sys.stderr)
+        return 2
+
+
+def _cutoff(text, default):
+    if text is None:
+        return default
+    if text == "auto":
+        return "auto"
+    try:
+        v = float(text)
+    except ValueError:
+        raise InputError(f"--cutoff must be a number (Hz) or 'auto', got {text!r}") from None
+    if not np.isfinite(v) or v <= 0:
+        raise InputError(f"--cutoff must be > 0 Hz, got {text}")
+    return v
+
+
+def _load(args, progress):
+    """(inputs of analyze, truth or None, stance slice or None, description)."""
+    from . import gait
+
+    if args.forces and not args.trc:
+        raise InputError("--forces goes with --trc")
+    if args.body_mass is not None and not (np.isfinite(args.body_mass) and args.body_mass > 0):
+        raise InputError(f"--body-mass must be > 0 kg, got {args.body_mass}")
+    if not (args.c3d or args.trc):
+        data = gait.running_data()
+        kw = data.inputs()
+        kw["cutoff"] = _cutoff(args.cutoff, None)
+        if args.body_mass is not None:
+            kw["body_mass"] = args.body_mass
+        truth = (data.moments, data.force_magnitudes)
+        return kw, truth, None, "van den Bogert's simulated running (bundled), right leg, 10 kHz"
+    from . import io
+
+    try:
+        if args.c3d:
+            progress.set_description("reading C3D")
+            trial = io.read_c3d(args.c3d, warn_gaps=False)
+            sg = gait.sagittal(trial, side=args.side)
+            name = args.c3d
+        else:
+            if not args.forces:
+                raise InputError("--trc needs --forces FILE (the ground reaction force)")
+            progress.set_description("reading TRC and forces")
+            sg = gait.sagittal(io.read_trc(args.trc, warn_gaps=False), io.read_forces(args.forces), side=args.side)
+            name = f"{args.trc} + {args.forces}"
+    except ImportError as e:
+        raise InputError(str(e)) from None
+    except (OSError, ValueError, KeyError) as e:
+        raise InputError(str(e).strip("'\"")) from None
+    if sg.stance is None:
+        raise InputError(f"the {args.side} foot touches no force plate in {name}")
+    body_mass = args.body_mass
+    if body_mass is None:
+        if sg.body_weight is None:
+            raise InputError("give --body-mass (kg): no force plate to estimate it from")
+        body_mass = sg.body_weight / 9.81
+    kw = sg.inputs()
+    kw.update(body_mass=body_mass, cutoff=_cutoff(args.cutoff, 6.0))
+    est = "" if args.body_mass is not None else " (estimated from the plates)"
+    desc = f"{name}, {args.side} leg, body mass {body_mass:.1f} kg{est}"
+    return kw, None, slice(*sg.stance), desc
+
+
+def _csv(names, time, *columns, header):
+    cols = [time] + [np.asarray(c) for c in columns]
+    arr = np.column_stack(cols)
+    lines = [",".join(("time",) + tuple(header))]
+    lines += [",".join(f"{v:.9g}" for v in row) for row in arr]
+    return "\n".join(lines) + "\n"
+
+
+def _tables(res):
+    """{file name: CSV text} for every result array."""
+    from .gait import JOINTS
+
+    t = res.time
+    out = {}
+    for key in ("angles", "velocities", "moments", "powers"):
+        out[f"{key}.csv"] = _csv(None, t, *res.__getattribute__(key).T, header=JOINTS)
+    hdr = [f"{j}_{c}" for j in JOINTS for c in ("x", "y")]
+    out["reactions.csv"] = _csv(None, t, *res.reactions.reshape(len(t), 6).T, header=hdr)
+    hdr = [f"{j}_{c}" for j in JOINTS for c in ("axial", "shear")]
+    out["reactions_segment.csv"] = _csv(None, t, *res.reactions_segment.reshape(len(t), 6).T, header=hdr)
+    out["ground_reaction.csv"] = _csv(None, t, *res.force.T, *res.cop.T, header=("fx", "fy", "cop_x", "cop_y"))
+    if res.body_mass is not None:
+        out["moments_per_kg.csv"] = _csv(None, t, *res.moments_per_kg.T, header=JOINTS)
+    return out
+
+
+def _stance_figure(res, stance, title):
+    from matplotlib.figure import Figure
+
+    from .gait import JOINTS
+
+    idx = np.arange(len(res.time))[stance]
+    pct = 100 * (idx - idx[0]) / max(len(idx) - 1, 1)
+    fig = Figure(figsize=(11, 7), layout="constrained")
+    axs = fig.subplots(3, 3, sharex=True)
+    per_kg = res.body_mass is not None
+    mom = res.moments_per_kg if per_kg else res.moments
+    pw = res.powers_per_kg if per_kg else res.powers
+    rows = (("angle (deg)", np.degrees(res.angles)), ("moment (N m/kg)" if per_kg else "moment (N m)", mom),
+            ("power (W/kg)" if per_kg else "power (W)", pw))  # fmt: skip
+    for i, (label, arr) in enumerate(rows):
+        for j, joint in enumerate(JOINTS):
+            ax = axs[i, j]
+            ax.plot(pct, arr[stance, j])
+            ax.axhline(0, color="0.6", lw=0.5)
+            if i == 0:
+                ax.set_title(joint)
+            if j == 0:
+                ax.set_ylabel(label)
+            if i == 2:
+                ax.set_xlabel("stance (%)")
+    fig.suptitle(f"{title} ({res.convention} convention)")
+    return fig
+
+
+def _summary(res, truth, stance, desc):
+    from . import gait
+
+    lines = [f"jaxmb gait: {desc}", f"{len(res.time)} frames at {res.rate:g} Hz, cut-off: "
+             f"{'none' if res.cutoff is None else (f'{float(np.max(res.cutoff)):.3g} Hz')}"]  # fmt: skip
+    if truth is not None:
+        err = gait.rms_errors(res, truth[0], truth[1])
+        lines.append(f"{'joint':8s}{'moment RMS error':>18s}{'RMS moment':>12s}{'force RMS error':>17s}{'RMS force':>11s}")
+        for j, joint in enumerate(gait.JOINTS):
+            lines.append(f"{joint:8s}{err['moments'][j]:15.3f} Nm{err['moments_rms'][j]:9.1f} Nm"
+                         f"{err['forces'][j]:15.3f} N{err['forces_rms'][j]:9.1f} N")  # fmt: skip
+        return lines, err
+    r = res.to_convention("clinical")
+    m = r.moments_per_kg[stance]
+    pw = r.powers_per_kg[stance]
+    n = len(m)
+    lines.append(f"stance: frames {stance.start}-{stance.stop - 1} ({n / res.rate:.2f} s); "
+                 "clinical signs (extensor, plantarflexor moments positive), per kg of body mass")
+    lines.append(f"{'joint':8s}{'peak + N m/kg':>15s}{'at %':>6s}{'peak - N m/kg':>15s}{'at %':>6s}{'peak power W/kg':>17s}")
+    for j, joint in enumerate(gait.JOINTS):
+        lines.append(f"{joint:8s}{m[:, j].max():15.2f}{100 * np.argmax(m[:, j]) / (n - 1):6.0f}"
+                     f"{m[:, j].min():15.2f}{100 * np.argmin(m[:, j]) / (n - 1):6.0f}{pw[:, j].max():17.2f}")  # fmt: skip
+    return lines, None
+
+
+def _write_text(path, text):
+    with open(path, "w") as f:
+        f.write(text)
+
+
+def _atomic_bytes(path, write):
+    """Call write(tmp_path), then rename to path: no half-written file on failure."""
+    folder = os.path.dirname(path) or "."
+    fd, tmp = tempfile.mkstemp(prefix=".tmp-", suffix=os.path.splitext(path)[1], dir=folder)
+    os.close(fd)
+    try:
+        write(tmp)
+        os.replace(tmp, path)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.remove(tmp)
+        raise
+
+
+def run(args) -> int:
+    import jax
+
+    jax.config.update("jax_enable_x64", True)
+    from tqdm.auto import tqdm
+
+    from . import gait
+
+    steps = 4 if args.no_figures else 5
+    with tqdm(total=steps, desc="reading", unit="step", file=sys.stderr, leave=False,
+              disable=None) as progress:  # fmt: skip
+        kw, truth, stance, desc = _load(args, progress)
+        progress.update()
+        progress.set_description("inverse dynamics")
+        try:
+            res = gait.analyze(**kw, terms=True)
+        except ValueError as e:
+            raise InputError(str(e)) from None
+        progress.update()
+        progress.set_description("summary")
+        if stance is None:  # the running data: stance where the vertical force is on
+            on = np.flatnonzero(res.force[:, 1] != 0)
+            stance = slice(int(on[0]), int(on[-1]) + 1)
+        lines, _ = _summary(res, truth, stance, desc)
+        effects = gait.term_effects(res, None if truth is None else truth[0],
+                                    None if truth is None else truth[1])  # fmt: skip
+        lines.append("quasi-static estimate (inertial terms dropped), RMS change of the moments over stance: "
+                     + ", ".join(f"{j} {v:.2f} N m" for j, v in zip(gait.JOINTS, effects["quasi_static"]["moment_change_rms"])))  # fmt: skip
+        out_res = res.to_convention(args.convention)
+        files = _tables(out_res)
+        files["summary.txt"] = "\n".join(lines) + "\n"
+        progress.update()
+        figures = {}
+        if not args.no_figures:
+            progress.set_description("figures")
+            if truth is not None:
+                figures["moments.png"] = gait.moments_figure(out_res, truth[0], truth[1], title=desc)
+            else:
+                figures["stance.png"] = _stance_figure(out_res, stance, desc)
+            figures["quasi_static.png"] = gait.term_effects_figure(
+                out_res, None if truth is None else truth[0], effects if args.convention == "jaxmb" else None)
+            progress.update()
+        progress.set_description("writing")
+        try:
+            os.makedirs(args.out, exist_ok=True)
+        except OSError as e:
+            raise InputError(f"cannot create the output folder {args.out}: {e.strerror}") from None
+        for name, text in files.items():
+            _atomic_bytes(os.path.join(args.out, name), lambda p, t=text: _write_text(p, t))
+        for name, fig in figures.items():
+            _atomic_bytes(os.path.join(args.out, name), lambda p, f=fig: f.savefig(p, dpi=100))
+        progress.update()
+    print("\n".join(lines))
+    print(f"wrote {len(files) + len(figures)} files to {args.out}")
+    return 0
+
+
+if __name__ == "__main__":  # pragma: no cover
+    parser = argparse.ArgumentParser(prog="jaxmb")
+    add_command(parser.add_subparsers(dest="command", required=True))
+    a = parser.parse_args()
+    sys.exit(a.func(a))

@@ -1,0 +1,1274 @@
+"""Sagittal-plane gait analysis: joint angles, moments, powers and reactions of the leg.
+
+The pipeline of the gait notebook (Duarte, "Gait analysis 2D") on jaxmb's core, for
+one trial or a batch of trials in one call:
+
+1. data preparation, NumPy/SciPy (:mod:`jaxmb.signal`): the joint centres and the
+   ground reaction force are low-pass filtered at the *same* cut-off (see
+   :func:`analyze`), the force is resampled to the kinematics, the segment angles
+   are computed from the joint centres and differentiated (:func:`jaxmb.signal.derivative`);
+2. one jitted JAX computation: the leg is a floating-base chain (thigh, shank, foot;
+   base at the hip, absolute segment angles, :func:`jaxmb.tree`), the ground reaction
+   force acts at the centre of pressure on the foot (:func:`jaxmb.point_load`), and
+   :func:`jaxmb.joint_moments` and :func:`jaxmb.joint_reactions` give the hip, knee
+   and ankle loads (``jax.vmap`` over time and over trials).
+
+Entry points: :func:`analyze` (2-D arrays: joint centres, force, centre of pressure),
+:func:`running_data` (the bundled van den Bogert running trial, with its true joint
+loads), :func:`rms_errors`, :func:`term_effects` and :func:`term_effects_figure` (the
+notebook's quasi-static comparison), :func:`moments_figure`. 3-D marker and
+force-plate data (C3D, TRC) reach :func:`analyze` through a sagittal-plane front end,
+:func:`sagittal`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import gzip
+import math
+from importlib import resources
+from typing import Mapping, Sequence
+
+import numpy as np
+
+from . import signal as _signal
+
+__all__ = [
+    "analyze",
+    "GaitResult",
+    "running_data",
+    "RunningData",
+    "rms_errors",
+    "term_effects",
+    "term_effects_figure",
+    "moments_figure",
+    "sagittal",
+    "SagittalTrial",
+    "DEFAULT_MAPPING",
+    "JOINTS",
+    "SEGMENTS",
+    "TERMS",
+]
+
+#: Joint names, in the order of every (..., 3) result: the proximal joint of each segment.
+JOINTS = ("hip", "knee", "ankle")
+#: Segment names of the leg model, in index order.
+SEGMENTS = ("thigh", "shank", "foot")
+#: The terms of the inverse dynamics that :func:`term_effects` separates.
+TERMS = ("gravity", "ground_reaction", "linear_inertia", "rotational_inertia")
+
+_CONVENTIONS = ("jaxmb", "clinical")
+# clinical = sign * jaxmb (+ offset for angles): hip flexion (+), knee flexion (-),
+# ankle dorsiflexion (+) are counter-clockwise, counter-clockwise and counter-clockwise
+# rotations of the distal segment for a subject facing +x seen from the right side.
+_ANGLE_SIGN = np.array([1.0, -1.0, 1.0])
+_ANGLE_OFFSET = np.array([0.0, 0.0, -np.pi / 2])
+_MOMENT_SIGN = np.array([-1.0, 1.0, -1.0])  # extensor, extensor, plantarflexor positive
+
+# Dempster (Winter's table) rows for thigh, shank, foot.
+_TABLE_ROWS = {
+    "dempster": ("thigh", "leg", "foot"),
+    "deleva_male": ("thigh", "shank", "foot"),
+    "deleva_female": ("thigh", "shank", "foot"),
+}
+
+
+# --------------------------------------------------------------------------- data
+
+
+@dataclasses.dataclass(frozen=True)
+class RunningData:
+    """van den Bogert's simulated running trial (right leg), with its true joint loads.
+
+    Attributes:
+      rate: sampling rate, Hz (10000).
+      time: (T,) s, T = 6001.
+      hip, knee, ankle, toe: (T, 2) joint centres (x forward, y up), m.
+      force: (T, 2) ground reaction force (Fx, Fy) on the foot, N.
+      cop: (T,) centre-of-pressure x on the ground (y = 0), m.
+      moments: (T, 3) true net moments at hip, knee, ankle, N m: the moment of the
+        proximal segment on the distal one, counter-clockwise positive (jaxmb's
+        :func:`jaxmb.joint_moments` convention). Zero before heel strike (given from
+        ``heel_strike`` on).
+      force_magnitudes: (T, 3) magnitude of the true hip, knee, ankle reaction, N.
+      segments: dict of (3,) arrays for thigh, shank, foot: "mass" kg, "inertia"
+        kg m^2 about the centre of mass, "com" fraction of the segment length from the
+        proximal joint (as :func:`analyze` takes them).
+      gravity: 9.80665 m/s^2, the simulation's.
+      heel_strike, toe_off: sample indices of the first and last non-zero vertical
+        force (3000, 5194).
+    """
+
+    rate: float
+    time: np.ndarray
+    hip: np.ndarray
+    knee: np.ndarray
+    ankle: np.ndarray
+    toe: np.ndarray
+    force: np.ndarray
+    cop: np.ndarray
+    moments: np.ndarray
+    force_magnitudes: np.ndarray
+    segments: dict
+    gravity: float
+    heel_strike: int
+    toe_off: int
+
+    def inputs(self) -> dict:
+        """Keyword arguments of :func:`analyze` for this trial (no filtering)."""
+        return dict(hip=self.hip, knee=self.knee, ankle=self.ankle, toe=self.toe, force=self.force,
+                    cop=self.cop, rate=self.rate, segments=self.segments, gravity=self.gravity)  # fmt: skip
+
+
+def _load_text(name: str) -> np.ndarray:
+    with resources.files("jaxmb").joinpath("data", "running", name).open("rb") as raw:
+        with gzip.open(raw, "rt") as f:
+            return np.loadtxt(f, dtype=np.float64)
+
+
+@functools.lru_cache(maxsize=1)
+def _running_arrays():
+    return tuple(_load_text(f"all.{ext}.gz") for ext in ("kin", "frc", "mom", "fmg"))
+
+
+def running_data() -> RunningData:
+    """The bundled running data (``jaxmb/data/running``, see its README.txt).
+
+    A. J. van den Bogert's simulated running, published for the ISB as a test set
+    for inverse dynamics, as used in the BMC gait notebook. Arrays are fresh copies.
+
+    Returns:
+      :class:`RunningData`.
+    """
+    kin, frc, mom, fmg = (a.copy() for a in _running_arrays())
+    pts = kin.reshape(-1, 4, 2)
+    T = kin.shape[0]
+    rate = 10000.0
+    fy = np.flatnonzero(frc[:, 1] != 0)
+    return RunningData(
+        rate=rate,
+        time=np.arange(T) / rate,
+        hip=pts[:, 0].copy(),
+        knee=pts[:, 1].copy(),
+        ankle=pts[:, 2].copy(),
+        toe=pts[:, 3].copy(),
+        force=frc[:, :2].copy(),
+        cop=frc[:, 2].copy(),
+        moments=mom,
+        force_magnitudes=fmg,
+        segments={
+            "mass": np.array([6.85, 2.86, 1.00]),
+            "inertia": np.array([0.145361267, 0.042996389, 0.0200]),
+            "com": np.array([0.4323725, 0.4334975, 0.0]),
+        },
+        gravity=9.80665,
+        heel_strike=int(fy[0]),
+        toe_off=int(fy[-1]),
+    )
+
+
+# ------------------------------------------------------------------------- result
+
+
+@dataclasses.dataclass(frozen=True)
+class GaitResult:
+    """Result of :func:`analyze`: NumPy arrays, leading batch shape ``...`` as the inputs.
+
+    Joint order hip, knee, ankle (:data:`JOINTS`) in every (..., T, 3) array. Samples
+    past a trial's ``frames`` (padding) are NaN.
+
+    Attributes:
+      time: (T,) s, from 0 at the kinematics' rate.
+      angles: (..., T, 3) joint angles, rad, in ``convention``.
+      velocities: (..., T, 3) joint angular velocities, rad/s, in ``convention``.
+      moments: (..., T, 3) net joint moments, N m, in ``convention``.
+      powers: (..., T, 3) joint powers, W (moment times the relative angular
+        velocity: positive when the muscles generate energy; the same in both
+        conventions).
+      reactions: (..., T, 3, 2) joint reaction forces (Fx, Fy), world frame, N: the
+        force of the proximal segment (the pelvis for the hip) on the distal one.
+      reactions_segment: (..., T, 3, 2) the same as (axial, shear) in the distal
+        segment's frame, N: axial positive in compression, shear along the segment
+        axis turned +90 degrees.
+      base_residual: (..., T, 3) the wrench (Fx, Fy N, Mz N m) that the floating base
+        (the hip) must receive from the body above: for a leg model, the hip load
+        (here ``reactions[..., 0, :]`` and the jaxmb hip moment); it would be the
+        residual if the model included the whole body.
+      segment_angles: (..., T, 3) absolute thigh, shank, foot angles, rad, CCW from +x.
+      force: (..., T, 2) the ground reaction force used (filtered, resampled), N.
+      cop: (..., T, 2) the centre of pressure used, m.
+      mask: (..., T) bool, True on valid samples.
+      frames: (...) int, valid samples per trial.
+      rate: kinematics rate, Hz.
+      cutoff: the cut-off used, Hz (None: no filtering; an array per trial for
+        ``cutoff="auto"``).
+      force_cutoff: the cut-off of the force, Hz (None: unfiltered).
+      convention: "jaxmb" or "clinical" (see :func:`analyze`).
+      body_mass: (...) kg, or None.
+      height: (...) m, or None.
+      segments: dict of (..., 3) arrays "length" m, "mass" kg, "inertia" kg m^2,
+        "com" m from the proximal joint: the model used.
+      terms: with ``terms=True``, a dict name -> (moments (..., T, 3) in
+        ``convention``, reactions (..., T, 3, 2)): the contribution of each term of
+        the inverse dynamics (:data:`TERMS`); they add up to the full result.
+    """
+
+    time: np.ndarray
+    angles: np.ndarray
+    velocities: np.ndarray
+    moments: np.ndarray
+    powers: np.ndarray
+    reactions: np.ndarray
+    reactions_segment: np.ndarray
+    base_residual: np.ndarray
+    segment_angles: np.ndarray
+    force: np.ndarray
+    cop: np.ndarray
+    mask: np.ndarray
+    frames: np.ndarray
+    rate: float
+    cutoff: object
+    force_cutoff: object
+    convention: str
+    body_mass: object
+    height: object
+    segments: dict
+    terms: dict | None = None
+
+    @property
+    def reaction_magnitudes(self) -> np.ndarray:
+        """(..., T, 3) magnitude of the hip, knee, ankle reaction forces, N."""
+        return np.linalg.norm(self.reactions, axis=-1)
+
+    def _need_mass(self):
+        if self.body_mass is None:
+            raise ValueError("this result has no body mass: pass body_mass= (kg) to analyze")
+        return np.asarray(self.body_mass, dtype=float)[..., None, None]
+
+    @property
+    def moments_per_kg(self) -> np.ndarray:
+        """(..., T, 3) joint moments divided by the body mass, N m/kg."""
+        return self.moments / self._need_mass()
+
+    @property
+    def powers_per_kg(self) -> np.ndarray:
+        """(..., T, 3) joint powers divided by the body mass, W/kg."""
+        return self.powers / self._need_mass()
+
+    def to_convention(self, convention: str) -> "GaitResult":
+        """The same result in another sign convention ("jaxmb" or "clinical")."""
+        if convention not in _CONVENTIONS:
+            raise ValueError(f"convention must be one of {_CONVENTIONS}, got {convention!r}")
+        if convention == self.convention:
+            return self
+        to_j = self.convention == "clinical"
+        ang, vel, mom = self.angles, self.velocities, self.moments
+        if to_j:  # clinical -> jaxmb
+            ang, vel, mom = (ang - _ANGLE_OFFSET) * _ANGLE_SIGN, vel * _ANGLE_SIGN, mom * _MOMENT_SIGN
+        else:
+            ang, vel, mom = ang * _ANGLE_SIGN + _ANGLE_OFFSET, vel * _ANGLE_SIGN, mom * _MOMENT_SIGN
+        terms = None
+        if self.terms is not None:
+            terms = {k: (m * _MOMENT_SIGN, r) for k, (m, r) in self.terms.items()}
+        return dataclasses.replace(self, angles=ang, velocities=vel, moments=mom, terms=terms,
+                                   convention=convention)  # fmt: skip
+
+
+# ----------------------------------------------------------------------- checking
+
+
+def _as_float(x, name: str) -> np.ndarray:
+    try:
+        a = np.asarray(x, dtype=np.float64)
+    except (TypeError, ValueError):
+        raise ValueError(f"{name} must be a numeric array, got {type(x).__name__}") from None
+    return a
+
+
+def _check_points(arrays: dict) -> tuple:
+    shape = None
+    for name, a in arrays.items():
+        if a.ndim < 2 or a.shape[-1] != 2:
+            raise ValueError(f"{name} must have shape (T, 2) or (..., T, 2) (x forward, y up, m), got {a.shape}")
+        if shape is None:
+            shape = a.shape
+        elif a.shape != shape:
+            first = next(iter(arrays))
+            raise ValueError(f"{name} has shape {a.shape} but {first} has {shape}: joint centres must match")
+    return shape
+
+
+def _positive_number(x, name: str, unit: str) -> float:
+    try:
+        v = float(x)
+    except (TypeError, ValueError):
+        raise ValueError(f"{name} must be a number ({unit}), got {x!r}") from None
+    if not math.isfinite(v) or v <= 0:
+        raise ValueError(f"{name} must be > 0 {unit}, got {v}")
+    return v
+
+
+def _check_finite_valid(a: np.ndarray, name: str, mask: np.ndarray):
+    """NaN/inf is an error on valid samples (a: (B, T, ...), mask: (B, T))."""
+    bad = ~np.isfinite(a).reshape(a.shape[:2] + (-1,)).all(-1) & mask
+    if bad.any():
+        b, t = (int(i) for i in np.argwhere(bad)[0])
+        where = f"trial {b}, sample {t}" if a.shape[0] > 1 else f"sample {t}"
+        raise ValueError(f"{name} contains NaN or infinite values ({where}): fill gaps before the analysis")
+
+
+def _pad_list(x, name: str, core: tuple):
+    """A list of per-trial arrays of unequal length -> padded (B, T, ...) and frames."""
+    arrs = [_as_float(a, f"{name}[{i}]") for i, a in enumerate(x)]
+    if not arrs:
+        raise ValueError(f"{name} is an empty list of trials")
+    for i, a in enumerate(arrs):
+        if a.ndim != 1 + len(core) or a.shape[1:] != core:
+            want = "(T,)" if not core else f"(T, {', '.join(map(str, core))})"
+            raise ValueError(f"{name}[{i}] must have shape {want}, got {a.shape}")
+    frames = np.array([a.shape[0] for a in arrs])
+    out = np.zeros((len(arrs), int(frames.max())) + core)
+    for i, a in enumerate(arrs):
+        out[i, : a.shape[0]] = a
+    return out, frames
+
+
+def _is_ragged(x) -> bool:
+    return isinstance(x, (list, tuple)) and len(x) > 0 and all(np.ndim(a) >= 1 for a in x) and (
+        len({np.shape(a)[0] for a in x}) > 1 or isinstance(x[0], np.ndarray)
+    )
+
+
+def _segment_params(segments, body_mass, table, lengths: np.ndarray, lead: tuple):
+    """mass, inertia (kg, kg m^2) and com (m) arrays of shape lead + (3,)."""
+    if segments is not None:
+        if not isinstance(segments, Mapping):
+            raise ValueError("segments must be a dict with 'mass', 'inertia', 'com' (thigh, shank, foot)")
+        unknown = set(segments) - {"mass", "inertia", "com"}
+        missing = {"mass", "inertia", "com"} - set(segments)
+        if unknown or missing:
+            raise ValueError(f"segments needs keys 'mass', 'inertia', 'com'; missing {sorted(missing)}, "
+                             f"unknown {sorted(unknown)}")  # fmt: skip
+        out = {}
+        for k in ("mass", "inertia", "com"):
+            v = _as_float(segments[k], f"segments['{k}']")
+            if v.shape[-1:] != (3,):
+                raise ValueError(f"segments['{k}'] must have shape (3,) (thigh, shank, foot) or (..., 3), got {v.shape}")
+            try:
+                v = np.broadcast_to(v, lead + (3,))
+            except ValueError:
+                raise ValueError(f"segments['{k}'] has shape {v.shape}, which does not fit the trials {lead}") from None
+            if not np.isfinite(v).all():
+                raise ValueError(f"segments['{k}'] is not finite")
+            if k != "com" and (v <= 0).any():
+                j = int(np.argwhere(v <= 0)[0][-1])
+                raise ValueError(f"segments['{k}'] of the {SEGMENTS[j]} must be > 0, got {v[..., j].min()}")
+            out[k] = v
+        return out["mass"], out["inertia"], out["com"] * lengths
+    if body_mass is None:
+        raise ValueError("give segments={'mass', 'inertia', 'com'} or body_mass= (kg) for Dempster's parameters")
+    if table not in _TABLE_ROWS:
+        raise ValueError(f"table must be one of {sorted(_TABLE_ROWS)}, got {table!r}")
+    from .anthropometry import _row
+
+    M = np.broadcast_to(np.asarray(body_mass, dtype=float), lead)
+    rows = [_row(table, s) for s in _TABLE_ROWS[table]]
+    fm = np.array([r.mass for r in rows])
+    fc = np.array([r.com for r in rows])
+    fk = np.array([r.gyration for r in rows])
+    mass = M[..., None] * fm
+    return mass, mass * (fk * lengths) ** 2, fc * lengths
+
+
+def _body_mass(body_mass, lead):
+    if body_mass is None:
+        return None
+    m = _as_float(body_mass, "body_mass")
+    try:
+        m = np.broadcast_to(m, lead).copy()
+    except ValueError:
+        raise ValueError(f"body_mass has shape {m.shape}, which does not fit the trials {lead}") from None
+    if not np.isfinite(m).all() or (m <= 0).any():
+        raise ValueError(f"body_mass must be > 0 kg, got {m}")
+    return m if lead else float(m)
+
+
+# ----------------------------------------------------------------- preparation
+
+
+def _wrap_first(a: np.ndarray) -> np.ndarray:
+    """Shift continuous angles (B, T, k) by multiples of 2 pi: first sample in (-pi, pi]."""
+    k = np.round(a[:, :1] / (2 * np.pi))
+    return a - 2 * np.pi * k
+
+
+def _resample_index(n_out: int, rate_out: float, n_in: int, rate_in: float, name: str):
+    t = np.arange(n_out) / rate_out * rate_in  # fractional input sample of each output
+    if t[-1] > n_in - 1 + 1e-6:
+        raise ValueError(f"{name} covers {(n_in - 1) / rate_in:.6g} s at {rate_in:g} Hz, shorter than the "
+                         f"kinematics' {(n_out - 1) / rate_out:.6g} s")  # fmt: skip
+    i0 = np.minimum(np.floor(t).astype(int), n_in - 1)
+    i1 = np.minimum(i0 + 1, n_in - 1)
+    w = np.clip(t - i0, 0.0, 1.0)
+    return i0, i1, w
+
+
+def _prepare_group(kin, frc, mz, rate, force_rate, cutoff, force_cutoff, order):
+    """Equal-length trials. kin (B, T, 4, 2); frc (B, Tf, 4): Fx, Fy, COPx, COPy;
+    mz (B, Tf). Returns q, qd, qdd (B, T, 5), force/cop/mz at the kinematics."""
+    B, T = kin.shape[:2]
+    if cutoff is not None:
+        kin = _signal.lowpass(kin.reshape(B, T, 8), rate, cutoff, order, axis=1).reshape(B, T, 4, 2)
+    if force_cutoff is not None:
+        frc = _signal.lowpass(frc, force_rate, force_cutoff, order, axis=1)
+        mz = _signal.lowpass(mz, force_rate, force_cutoff, order, axis=1)
+    if force_rate != rate or frc.shape[1] != T:
+        i0, i1, w = _resample_index(T, rate, frc.shape[1], force_rate, "the force")
+        frc = frc[:, i0] * (1 - w)[:, None] + frc[:, i1] * w[:, None]
+        mz = mz[:, i0] * (1 - w) + mz[:, i1] * w
+    seg = kin[:, :, 1:] - kin[:, :, :-1]  # (B, T, 3, 2) thigh, shank, foot
+    theta = np.unwrap(np.arctan2(seg[..., 1], seg[..., 0]), axis=1)
+    theta = _wrap_first(theta)
+    lengths = np.linalg.norm(seg, axis=-1).mean(axis=1)  # (B, 3)
+    q = np.concatenate([kin[:, :, 0], theta], axis=-1)  # floating base at the hip
+    qd = _signal.derivative(q, rate, 1, axis=1)
+    qdd = _signal.derivative(q, rate, 2, axis=1)
+    return q, qd, qdd, frc, mz, lengths
+
+
+# ------------------------------------------------------------------ JAX part
+
+
+@functools.lru_cache(maxsize=None)
+def _template():
+    import jax
+
+    from .model import tree
+
+    # concrete arrays even when first called inside a trace (the result is cached)
+    with jax.ensure_compile_time_eval():
+            return tree([-1, 0, 1], [0.4, 0.4, 0.2], [0.2, 0.2, 0.0], [1.0, 1.0, 1.0], [0.1, 0.1, 0.1],
+                    base="floating", coordinates="absolute", names=SEGMENTS)  # fmt: skip
+
+
+def _dynamics(params, q, qd, qdd, frc, mz, pelvis_rate, *, terms: bool):
+    """One jitted computation over trials (B) and samples (T): moments, reactions,
+    angles, powers. params: (L, d, m, I) (B, 3) each and gravity ()."""
+    import jax
+    import jax.numpy as jnp
+
+    from .dynamics import joint_moments, point_load
+    from .reactions import joint_reactions
+
+    L, d, m, I, g = params
+    template = _template()
+
+    def model_of(L, d, m, I, g):
+        com = jnp.stack([d, jnp.zeros_like(d)], -1)
+        return template.replace(length=L, com=com, mass=m, inertia=I, gravity=g)
+
+    def loads_of(model, q, f, mz):
+        # ground reaction force at the centre of pressure (x, y) on the foot, free moment
+        return point_load(model, q, "foot", f[2:4], f[0:2], mz)
+
+    def solve(model, q, qd, qdd, frc, mz, use_loads=True):
+        ld = jax.vmap(lambda a, f, z: loads_of(model, a, f, z))(q, frc, mz)
+        if not use_loads:
+            ld = jnp.zeros_like(ld)
+        tau = jax.vmap(lambda a, b, c, e: joint_moments(model, a, b, c, e))(q, qd, qdd, ld)
+        lam = jax.vmap(lambda a, b, c, e: joint_reactions(model, a, b, c, e))(q, qd, qdd, ld)
+        return tau, lam
+
+    def trial(L, d, m, I, q, qd, qdd, frc, mz):
+        model = model_of(L, d, m, I, g)
+        tau, lam = solve(model, q, qd, qdd, frc, mz)
+        out = {"moments": tau, "reactions": lam}
+        if terms:
+            zero = jnp.zeros_like(q)
+            still = model_of(L, d, m, I, jnp.zeros_like(g))
+            grav = solve(model, q, zero, zero, frc, mz, use_loads=False)
+            grf = solve(still, q, zero, zero, frc, mz)
+            lin = solve(model_of(L, d, m, jnp.zeros_like(I), jnp.zeros_like(g)), q, qd, qdd, frc, mz, use_loads=False)
+            inertial = solve(still, q, qd, qdd, frc, mz, use_loads=False)
+            rot = (inertial[0] - lin[0], inertial[1] - lin[1])
+            out["terms"] = {"gravity": grav, "ground_reaction": grf, "linear_inertia": lin, "rotational_inertia": rot}
+        return out
+
+    out = jax.vmap(trial)(L, d, m, I, q, qd, qdd, frc, mz)
+    theta, omega = q[..., 2:], qd[..., 2:]
+    # relative angles: hip from the pelvis's downward axis (theta_thigh + pi/2), knee, ankle
+    rel = jnp.concatenate([theta[..., :1] + jnp.pi / 2, theta[..., 1:] - theta[..., :-1]], -1)
+    rel_rate = jnp.concatenate([omega[..., :1] - pelvis_rate[..., None], omega[..., 1:] - omega[..., :-1]], -1)
+    lam = out["reactions"]
+    c, s = jnp.cos(theta), jnp.sin(theta)
+    axial = c * lam[..., 0] + s * lam[..., 1]
+    shear = -s * lam[..., 0] + c * lam[..., 1]
+    out.update(angles=rel, velocities=rel_rate, powers=out["moments"] * rel_rate,
+               reactions_segment=jnp.stack([axial, shear], -1))  # fmt: skip
+    return out
+
+
+@functools.lru_cache(maxsize=None)
+def _jitted(terms: bool):
+    import jax
+
+    return jax.jit(functools.partial(_dynamics, terms=terms))
+
+
+# ---------------------------------------------------------------------- analyze
+
+
+def analyze(
+    hip,
+    knee,
+    ankle,
+    toe,
+    force,
+    cop,
+    rate,
+    *,
+    segments=None,
+    body_mass=None,
+    height=None,
+    table: str = "dempster",
+    force_rate=None,
+    free_moment=None,
+    cutoff=None,
+    force_cutoff="same",
+    order: int = 2,
+    gravity: float = 9.81,
+    pelvis=None,
+    frames=None,
+    convention: str = "jaxmb",
+    terms: bool = False,
+) -> GaitResult:
+    """Joint angles, moments, powers and reaction forces of the leg in the sagittal plane.
+
+    The leg is a floating-base chain thigh (hip -> knee), shank (knee -> ankle), foot
+    (ankle -> toe), with absolute segment angles from the joint centres and segment
+    lengths their mean distances. The ground reaction force acts on the foot at the
+    centre of pressure. Newton-Euler inverse dynamics (:func:`jaxmb.joint_moments`,
+    :func:`jaxmb.joint_reactions`) then gives, from the ground up, the ankle, knee
+    and hip loads: the notebook's segment-by-segment ``invdyn2d``, on jaxmb's core.
+
+    **Filtering.** ``cutoff=None`` (default) filters nothing: right for noise-free
+    data (the bundled simulated running data: the notebook, too, filters nothing and
+    takes plain second differences) and for data that are already filtered. A number
+    filters the joint centres *and*, by default (``force_cutoff="same"``), the force,
+    the centre of pressure and the free moment with the same zero-phase Butterworth
+    filter (:func:`jaxmb.signal.lowpass`, ``order``, no cut-off correction).
+    Filtering the kinematics but not the force (or at different cut-offs) makes the
+    inertial terms, computed from smoothed accelerations, miss the impact peak that
+    the unfiltered force still holds, and the moments at heel strike get large
+    spurious peaks (van den Bogert & de Koning 1996; Kristianslund, Krosshaug & van den
+    Bogert 2012): the same cut-off keeps the two consistent. ``cutoff="auto"`` runs
+    Winter's residual analysis (:func:`jaxmb.signal.residual_analysis`) on the eight
+    joint-centre coordinates of each trial and takes the highest of their cut-offs
+    (no coordinate is over-smoothed), for kinematics and force alike.
+
+    **Sign conventions.** ``convention="jaxmb"`` (default): every angle, velocity and
+    moment is counter-clockwise positive seen with x forward and y up (from the
+    subject's right when walking toward +x): angles are those of the distal segment
+    relative to the proximal one (the hip's from the pelvis's downward axis, or the
+    downward vertical without ``pelvis``; the ankle is pi/2 with the foot axis at right
+    angles to the shank), moments are those the proximal segment exerts on the distal
+    one, as :func:`jaxmb.joint_moments` defines them (and as the running data's true
+    moments are given). ``convention="clinical"``: hip flexion, knee flexion, ankle
+    dorsiflexion positive (zero when the foot axis is at right angles to the shank),
+    and hip extensor, knee extensor, ankle plantarflexor moments positive (Winter's
+    convention): clinical = (+1, -1, +1) * jaxmb angles (minus pi/2 at the ankle) and
+    (-1, +1, -1) * jaxmb moments. Powers (W) are the same in both. A left leg or a
+    subject walking toward -x must be mirrored first (x -> -x).
+
+    **Batches.** Every input may have leading batch axes (``(..., T, 2)``; ``rate``,
+    ``gravity`` shared; ``segments`` arrays ``(3,)`` or ``(..., 3)``; ``body_mass``
+    ``()`` or ``(...)``): the trials run in one jitted computation. Trials of unequal
+    length: give lists of per-trial arrays (padded here), or padded arrays with
+    ``frames`` ``(...,)`` valid samples per trial; samples past ``frames`` are NaN in
+    the result and False in ``result.mask``.
+
+    Args:
+      hip, knee, ankle, toe: (..., T, 2) joint centres (x forward, y up), m; ``toe``
+        is the distal end of the foot's axis (the foot's length runs ankle -> toe).
+      force: (..., Tf, 2) ground reaction force (Fx, Fy) on the foot, N.
+      cop: (..., Tf) centre-of-pressure x on the ground (y = 0) or (..., Tf, 2) (x, y), m.
+      rate: kinematics sampling rate, Hz.
+      segments: {"mass": kg, "inertia": kg m^2 about the centre of mass, "com":
+        fraction of the segment length from the proximal joint}, each (3,) or
+        (..., 3) for thigh, shank, foot. Default: from ``body_mass`` and ``table``
+        (mass fraction, centre-of-mass fraction and radius of gyration of Dempster's
+        thigh, leg and foot rows as Winter tabulates them) with the measured lengths.
+      body_mass: kg, () or (...): for ``segments=None`` and for the per-kilogram views.
+      height: m, () or (...): recorded in the result (for normalisations).
+      table: anthropometric table for ``segments=None`` ("dempster", "deleva_male",
+        "deleva_female").
+      force_rate: force sampling rate, Hz (default ``rate``); the force is filtered
+        at its own rate, then linearly interpolated to the kinematics' samples.
+      free_moment: optional (..., Tf) moment about the axis normal to the plane
+        (Mz, counter-clockwise) applied to the foot with the force, N m. At a
+        centre of pressure on the ground it is zero in the sagittal plane (a plate's
+        "free moment" acts about the vertical and has no sagittal component); give
+        it when the force is reported at another point.
+      cutoff: None (no filtering), a cut-off in Hz, or "auto" (see above).
+      force_cutoff: "same" (default: ``cutoff``), None (unfiltered) or Hz.
+      order: Butterworth order of one pass (2: a 4th-order zero-phase filter).
+      gravity: m/s^2 (9.80665 for the running data).
+      pelvis: optional (..., T) pelvis angle, rad, CCW: the hip angle and hip power
+        are taken relative to it (default: a pelvis that does not rotate).
+      frames: optional (...) int, valid samples per trial of padded inputs.
+      convention: "jaxmb" or "clinical".
+      terms: also return the contribution of each term (:data:`TERMS`) in
+        ``result.terms`` (for :func:`term_effects`; four more inverse dynamics passes).
+
+    Returns:
+      :class:`GaitResult`. The dynamics run in the dtype JAX gives float64 NumPy
+      arrays: float64 if ``jax_enable_x64`` is on (recommended: the command line
+      switches it on), float32 otherwise.
+
+    Raises:
+      ValueError: inconsistent shapes, NaN in the valid samples, a cut-off at or
+        above a Nyquist frequency, non-positive masses, rates or lengths, missing
+        segment parameters, an unknown convention.
+    """
+    import jax.numpy as jnp
+
+    if convention not in _CONVENTIONS:
+        raise ValueError(f"convention must be one of {_CONVENTIONS}, got {convention!r}")
+    rate = _positive_number(rate, "rate", "Hz")
+    force_rate = rate if force_rate is None else _positive_number(force_rate, "force_rate", "Hz")
+    gravity = float(gravity)
+    if not math.isfinite(gravity):
+        raise ValueError(f"gravity must be finite (m/s^2), got {gravity}")
+
+    # --- inputs to (B, T, ...) arrays and valid frame counts
+    ragged = _is_ragged(hip)
+    if ragged:
+        if frames is not None:
+            raise ValueError("give either lists of trials (padded here) or padded arrays with frames=, not both")
+        pts, fr = {}, []
+        for name, x in (("hip", hip), ("knee", knee), ("ankle", ankle), ("toe", toe)):
+            if not _is_ragged(x) or len(x) != len(hip):
+                raise ValueError(f"{name} must be a list of {len(hip)} trials like hip")
+            pts[name], f = _pad_list(x, name, (2,))
+            fr.append(f)
+        if any((f != fr[0]).any() for f in fr):
+            raise ValueError("the joint centres of each trial must have the same number of samples")
+        kin_frames = fr[0]
+        force_b, ffr = _pad_list(force, "force", (2,)) if _is_ragged(force) else (None, None)
+        if force_b is None or len(force_b) != len(hip):
+            raise ValueError(f"force must be a list of {len(hip)} trials like hip")
+        cop_core = (2,) if np.ndim(cop[0]) == 2 else ()
+        cop_b, cfr = _pad_list(cop, "cop", cop_core)
+        if len(cop_b) != len(hip) or (cfr != ffr).any():
+            raise ValueError("cop must be a list of trials with the force's number of samples")
+        mz_b = None
+        if free_moment is not None:
+            mz_b, mfr = _pad_list(free_moment, "free_moment", ())
+            if len(mz_b) != len(hip) or (mfr != ffr).any():
+                raise ValueError("free_moment must be a list of trials with the force's number of samples")
+        lead = (len(hip),)
+        P = np.stack([pts[k] for k in ("hip", "knee", "ankle", "toe")], axis=-2)  # (B, T, 4, 2)
+        force_frames = ffr
+        force_a, cop_a = force_b, cop_b
+        mz_a = mz_b if mz_b is not None else np.zeros(force_b.shape[:2])
+        pelvis_a = None
+        if pelvis is not None:
+            pelvis_a, pfr = _pad_list(pelvis, "pelvis", ())
+            if (pfr != kin_frames).any():
+                raise ValueError("pelvis must be a list of trials with the kinematics' number of samples")
+    else:
+        arrays = {k: _as_float(v, k) for k, v in (("hip", hip), ("knee", knee), ("ankle", ankle), ("toe", toe))}
+        shape = _check_points(arrays)
+        lead, T = shape[:-2], shape[-2]
+        force_a = _as_float(force, "force")
+        if force_a.ndim < 2 or force_a.shape[-1] != 2 or force_a.shape[:-2] != lead:
+            raise ValueError(f"force must have shape {lead + ('Tf', 2)} (Fx, Fy, N), got {force_a.shape}")
+        Tf = force_a.shape[-2]
+        cop_a = _as_float(cop, "cop")
+        if cop_a.shape == lead + (Tf,):
+            pass
+        elif cop_a.shape != lead + (Tf, 2):
+            raise ValueError(f"cop must have shape {lead + (Tf,)} (x on the ground) or {lead + (Tf, 2)}, "
+                             f"got {cop_a.shape}")  # fmt: skip
+        mz_a = np.zeros(lead + (Tf,))
+        if free_moment is not None:
+            mz_a = _as_float(free_moment, "free_moment")
+            if mz_a.shape != lead + (Tf,):
+                raise ValueError(f"free_moment must have shape {lead + (Tf,)} (N m), got {mz_a.shape}")
+        pelvis_a = None
+        if pelvis is not None:
+            pelvis_a = _as_float(pelvis, "pelvis")
+            if pelvis_a.shape != lead + (T,):
+                raise ValueError(f"pelvis must have shape {lead + (T,)} (rad), got {pelvis_a.shape}")
+        B = int(np.prod(lead, dtype=int))
+        P = np.stack([arrays[k] for k in ("hip", "knee", "ankle", "toe")], axis=-2).reshape(B, T, 4, 2)
+        force_a = force_a.reshape(B, Tf, 2)
+        cop_a = cop_a.reshape((B, Tf) + cop_a.shape[len(lead) + 1 :])
+        mz_a = mz_a.reshape(B, Tf)
+        if pelvis_a is not None:
+            pelvis_a = pelvis_a.reshape(B, T)
+        if frames is None:
+            kin_frames = np.full(B, T)
+        else:
+            fr = np.asarray(frames)
+            if not np.issubdtype(fr.dtype, np.integer) or fr.shape != lead:
+                raise ValueError(f"frames must be integers of shape {lead} (valid samples per trial), got {fr!r}")
+            kin_frames = fr.reshape(B).astype(int)
+            if (kin_frames < 1).any() or (kin_frames > T).any():
+                raise ValueError(f"frames must be between 1 and {T}, got {kin_frames.min()}..{kin_frames.max()}")
+        force_frames = None
+    B, T = P.shape[:2]
+    Tf = force_a.shape[1]
+    if cop_a.ndim == 2:
+        cop_a = np.stack([cop_a, np.zeros_like(cop_a)], -1)
+    frc = np.concatenate([force_a, cop_a], -1)  # (B, Tf, 4)
+    if force_frames is None:
+        if force_rate == rate and Tf != T:
+            raise ValueError(f"force has {Tf} samples but the kinematics {T}: give force_rate= if it differs")
+        if T == Tf:
+            force_frames = kin_frames.copy()
+        else:  # padded arrays at another rate: the force samples covering the valid kinematics
+            force_frames = np.minimum(np.floor((kin_frames - 1) * force_rate / rate + 1e-9).astype(int) + 1, Tf)
+            force_frames = np.minimum(force_frames + int(math.ceil(force_rate / rate)), Tf)
+    kmask = np.arange(T)[None] < kin_frames[:, None]
+    fmask = np.arange(Tf)[None] < force_frames[:, None]
+    _check_finite_valid(P, "the joint centres", kmask)
+    _check_finite_valid(force_a, "force", fmask)
+    _check_finite_valid(cop_a, "cop", fmask)
+    _check_finite_valid(mz_a, "free_moment", fmask)
+    if pelvis_a is not None:
+        _check_finite_valid(pelvis_a, "pelvis", kmask)
+    if (kin_frames < 4).any():
+        raise ValueError("every trial needs at least 4 samples")
+
+    # --- cut-offs
+    auto = isinstance(cutoff, str)
+    if auto and cutoff != "auto":
+        raise ValueError(f"cutoff must be None, a number (Hz) or 'auto', got {cutoff!r}")
+    if cutoff is not None and not auto:
+        cutoff = _positive_number(cutoff, "cutoff", "Hz")
+        if cutoff >= rate / 2:
+            raise ValueError(f"cutoff {cutoff} Hz must be below the kinematics' Nyquist frequency {rate / 2} Hz")
+    same = isinstance(force_cutoff, str)
+    if same and force_cutoff != "same":
+        raise ValueError(f"force_cutoff must be 'same', None or a number (Hz), got {force_cutoff!r}")
+    if force_cutoff is not None and not same:
+        force_cutoff = _positive_number(force_cutoff, "force_cutoff", "Hz")
+    trial_cut = np.full(B, np.nan)
+    if auto:
+        for b in range(B):
+            ra = _signal.residual_analysis(P[b, : kin_frames[b]].reshape(-1, 8), rate, axis=0, order=order)
+            trial_cut[b] = float(np.max(ra.cutoff))
+    elif cutoff is not None:
+        trial_cut[:] = cutoff
+    for c in trial_cut:
+        if np.isfinite(c) and same and c >= force_rate / 2:
+            raise ValueError(f"cutoff {c} Hz must be below the force's Nyquist frequency {force_rate / 2} Hz")
+
+    # --- NumPy preparation, grouped by equal lengths and cut-offs
+    q = np.zeros((B, T, 5))
+    qd = np.zeros((B, T, 5))
+    qdd = np.zeros((B, T, 5))
+    fk = np.zeros((B, T, 4))
+    mk = np.zeros((B, T))
+    lengths = np.zeros((B, 3))
+    keys = {}
+    for b in range(B):
+        keys.setdefault((int(kin_frames[b]), int(force_frames[b]), float(trial_cut[b])), []).append(b)
+    for (nk, nf, c), idx in keys.items():
+        idx = np.asarray(idx)
+        kc = None if math.isnan(c) else c
+        fc = kc if same else force_cutoff
+        try:
+            out = _prepare_group(P[idx, :nk], frc[idx, :nf], mz_a[idx, :nf], rate, force_rate, kc, fc, order)
+        except ValueError as e:
+            raise ValueError(f"{e} (trials of {nk} samples)") from None
+        for arr, val in zip((q, qd, qdd, fk, mk), out[:5]):
+            arr[idx, :nk] = val
+            if nk < T:  # padding: hold the last sample, zero velocities/accelerations and force
+                if arr is q:
+                    arr[idx, nk:] = val[:, -1:]
+                elif arr is fk:
+                    arr[idx, nk:, 2:] = val[:, -1:, 2:]
+        lengths[idx] = out[5]
+    if (lengths <= 0).any():
+        b, j = (int(i) for i in np.argwhere(lengths <= 0)[0])
+        raise ValueError(f"the {SEGMENTS[j]} has zero length (trial {b}): check the joint centres")
+    pel_rate = np.zeros((B, T))
+    if pelvis_a is not None:
+        for nk in np.unique(kin_frames):
+            idx = np.flatnonzero(kin_frames == nk)
+            pel_rate[idx, :nk] = _signal.derivative(pelvis_a[idx, :nk], rate, 1, axis=1)
+
+    mass, inertia, com = _segment_params(segments, body_mass, table, lengths.reshape(lead + (3,)), lead)
+    mass, inertia, com = (np.asarray(x, float).reshape(B, 3) for x in (mass, inertia, com))
+
+    # --- one jitted JAX computation
+    params = tuple(jnp.asarray(x) for x in (lengths, com, mass, inertia)) + (jnp.asarray(gravity),)
+    out = _jitted(bool(terms))(params, jnp.asarray(q), jnp.asarray(qd), jnp.asarray(qdd),
+                               jnp.asarray(fk), jnp.asarray(mk), jnp.asarray(pel_rate))  # fmt: skip
+    res = {k: np.asarray(v, dtype=np.float64) for k, v in out.items() if k != "terms"}
+    if pelvis_a is not None:
+        res["angles"][..., 0] -= pelvis_a
+    res["angles"] = _wrap_first(res["angles"])
+    theta = q[..., 2:]
+
+    def shaped(x):
+        x = np.where(kmask.reshape((B, T) + (1,) * (x.ndim - 2)), x, np.nan)
+        return x.reshape(lead + x.shape[1:])
+
+    moments = res["moments"]
+    term_out = None
+    if terms:
+        term_out = {k: (shaped(np.asarray(m_, np.float64)), shaped(np.asarray(r_, np.float64)))
+                    for k, (m_, r_) in out["terms"].items()}  # fmt: skip
+    result = GaitResult(
+        time=np.arange(T) / rate,
+        angles=shaped(res["angles"]),
+        velocities=shaped(res["velocities"]),
+        moments=shaped(moments),
+        powers=shaped(res["powers"]),
+        reactions=shaped(res["reactions"]),
+        reactions_segment=shaped(res["reactions_segment"]),
+        base_residual=shaped(np.concatenate([res["reactions"][:, :, 0], moments[:, :, :1]], -1)),
+        segment_angles=shaped(theta),
+        force=shaped(fk[..., :2]),
+        cop=shaped(fk[..., 2:]),
+        mask=kmask.reshape(lead + (T,)),
+        frames=kin_frames.reshape(lead) if lead else int(kin_frames[0]),
+        rate=rate,
+        cutoff=(trial_cut.reshape(lead) if lead else float(trial_cut[0])) if auto else cutoff,
+        force_cutoff=(None if cutoff is None else "same") if same else force_cutoff,
+        convention="jaxmb",
+        body_mass=_body_mass(body_mass, lead),
+        height=None if height is None else _body_height(height, lead),
+        segments={"length": lengths.reshape(lead + (3,)), "mass": mass.reshape(lead + (3,)),
+                  "inertia": inertia.reshape(lead + (3,)), "com": com.reshape(lead + (3,))},  # fmt: skip
+        terms=term_out,
+    )
+    return result.to_convention(convention)
+
+
+def _body_height(height, lead):
+    h = _as_float(height, "height")
+    try:
+        h = np.broadcast_to(h, lead).copy()
+    except ValueError:
+        raise ValueError(f"height has shape {h.shape}, which does not fit the trials {lead}") from None
+    if not np.isfinite(h).all() or (h <= 0).any():
+        raise ValueError(f"height must be > 0 m, got {h}")
+    return h if lead else float(h)
+
+
+#: Default markers of each joint centre (Plug-in-Gait labels; ``{S}`` is "R" or "L"):
+#: the mean of the listed markers, or for the hip the regression of Harrington et al.
+#: (2007) from the two anterior superior iliac spines and the sacrum.
+DEFAULT_MAPPING = {
+    "hip": ("harrington", "RASI", "LASI", "VSAC"),
+    "knee": ("{S}KNE", "{S}KNE_2"),  # lateral and medial epicondyles (read_c3d's renaming)
+    "ankle": ("{S}ANK", "{S}ANK_2"),  # lateral and medial malleoli
+    "toe": ("{S}TOE",),
+    "heel": ("{S}HEE",),
+}
+
+
+@dataclasses.dataclass(frozen=True)
+class SagittalTrial:
+    """One leg of a 3-D trial in the sagittal plane, ready for :func:`analyze`.
+
+    Coordinates: x along the direction of progression, y up, origin at the lab origin
+    (the floor at y = 0 when the lab's vertical coordinate is zero on the plates).
+
+    Attributes:
+      hip, knee, ankle, toe: (T, 2) joint centres, m, over the frames where every
+        marker needed is present (the longest such run).
+      force: (Tf, 2) ground reaction force on the foot (Fx, Fy), N, the sum over the
+        plates this foot stepped on; zero where no plate is loaded.
+      cop: (Tf, 2) centre of pressure (x, y), m (held at the nearest loaded sample
+        where the force is zero).
+      rate, force_rate: Hz.
+      time: (T,) s, the file's time of each frame.
+      stance: (start, stop) frames of the stance phase on the plates (stop exclusive),
+        indices into the (T,) arrays; None when the foot touched no plate.
+      plates: indices of the plates under this foot.
+      axes: (3, 3) rows: the lab-frame unit vectors of forward (x), up (y) and the
+        right-hand lateral axis (forward x up), in which the data were projected.
+      side: "right" or "left".
+      body_weight: N, the mean total vertical force over the middle 70 % of each
+        loaded plate's contact (single support, where the foot carries the body; an
+        estimate within a few per cent), or None without plates.
+    """
+
+    hip: np.ndarray
+    knee: np.ndarray
+    ankle: np.ndarray
+    toe: np.ndarray
+    force: np.ndarray
+    cop: np.ndarray
+    rate: float
+    force_rate: float
+    time: np.ndarray
+    stance: tuple | None
+    plates: tuple
+    axes: np.ndarray
+    side: str
+    body_weight: float | None
+
+    def inputs(self) -> dict:
+        """Keyword arguments of :func:`analyze` for this trial."""
+        return dict(hip=self.hip, knee=self.knee, ankle=self.ankle, toe=self.toe, force=self.force,
+                    cop=self.cop, rate=self.rate, force_rate=self.force_rate)  # fmt: skip
+
+
+def _unit(v, what):
+    n = float(np.linalg.norm(v))
+    if not np.isfinite(n) or n < 1e-9:
+        raise ValueError(f"cannot find the {what} from the data")
+    return np.asarray(v, float) / n
+
+
+def _marker(markers, label, side):
+    lab = label.replace("{S}", side)
+    try:
+        return markers.get(lab)
+    except KeyError as e:
+        raise ValueError(f"sagittal: {e.args[0]} (override with mapping=)") from None
+
+
+def _joint_centre(markers, spec, side, up):
+    """(T, 3) lab-frame joint centre from a mapping entry."""
+    if isinstance(spec, str):
+        spec = (spec,)
+    spec = tuple(spec)
+    if spec and spec[0] == "harrington":
+        if len(spec) != 4:
+            raise ValueError("a 'harrington' hip needs three markers: right ASIS, left ASIS, sacrum")
+        rasi, lasi, sac = (_marker(markers, lab, side) for lab in spec[1:])
+        # Harrington et al. (2007), J Biomech 40:595: the hip joint centre in a pelvis
+        # frame (origin mid-ASIS; x anterior, y superior, z to the right), in mm from the
+        # pelvis width PW (ASIS to ASIS) and depth PD (mid-ASIS to mid-PSIS):
+        # x = -0.24 PD - 9.9, y = -0.30 PW - 10.9, z = +-(0.33 PW + 7.3).
+        mid = 0.5 * (rasi + lasi)
+        z = rasi - lasi
+        pw = np.linalg.norm(z, axis=-1, keepdims=True)
+        z = z / pw
+        back = sac - mid
+        x = -(back - np.sum(back * z, -1, keepdims=True) * z)
+        pd = np.linalg.norm(x, axis=-1, keepdims=True)
+        x = x / pd
+        y = np.cross(z, x)
+        s = 1.0 if side == "R" else -1.0
+        pw_mm, pd_mm = pw * 1000, pd * 1000
+        local = (-0.24 * pd_mm - 9.9, -0.30 * pw_mm - 10.9, s * (0.33 * pw_mm + 7.3))
+        return mid + (local[0] * x + local[1] * y + local[2] * z) / 1000
+    return np.mean([_marker(markers, lab, side) for lab in spec], axis=0)
+
+
+def sagittal(markers, plates=None, *, side: str = "right", mapping=None, min_force: float = 20.0) -> SagittalTrial:
+    """3-D markers and force plates to the sagittal-plane inputs of :func:`analyze`.
+
+    - The vertical is the direction of the mean ground reaction force over the loaded
+      plates (the lab's +z without plates); the direction of progression is the
+      horizontal displacement of the mid-pelvis (or of the hip centre) from the first
+      to the last valid frame, so that the subject walks toward +x whichever way the
+      lab's axes point; every point is projected on (forward, up).
+    - Joint centres (``mapping``, default :data:`DEFAULT_MAPPING`): the mean of the
+      listed markers (midpoints of lateral and medial markers where both exist); the
+      hip by Harrington et al.'s regression from the pelvis markers. Give
+      ``mapping={"hip": ("RGT",), ...}`` to use other markers ({S} stands for R or L).
+    - The plate under the foot: a plate whose centre of pressure, averaged over its
+      loaded samples, lies nearest to this foot's heel-to-toe segment (within 0.15 m)
+      belongs to this foot; their forces are summed. The stance phase is where the
+      vertical force exceeds ``min_force``.
+    - The kinematics keep the longest run of frames in which every marker needed is
+      present; the force is cut to the same time span.
+
+    Args:
+      markers: :class:`jaxmb.io.Markers` (m), or a :class:`jaxmb.io.C3DTrial` (its
+        markers and force plates).
+      plates: :class:`jaxmb.io.ForcePlates` in the lab frame (N, m), or None.
+      side: "right" or "left".
+      mapping: overrides of :data:`DEFAULT_MAPPING` (keys hip, knee, ankle, toe, heel).
+      min_force: vertical force below which a plate is unloaded, N.
+
+    Returns:
+      :class:`SagittalTrial` (``.inputs()`` gives :func:`analyze`'s arguments).
+
+    Raises:
+      ValueError: a marker named by the mapping is missing (the message lists the
+        labels), no run of complete frames, or an unknown side.
+    """
+    from .io import C3DTrial
+
+    if isinstance(markers, C3DTrial):
+        plates = markers.forces if plates is None else plates
+        markers = markers.markers
+    if side not in ("right", "left"):
+        raise ValueError(f"side must be 'right' or 'left', got {side!r}")
+    S = side[0].upper()
+    spec = dict(DEFAULT_MAPPING)
+    if mapping is not None:
+        unknown = set(mapping) - set(spec)
+        if unknown:
+            raise ValueError(f"mapping has unknown keys {sorted(unknown)}; known: {sorted(spec)}")
+        spec.update(mapping)
+
+    # vertical: the mean ground reaction force where plates are loaded
+    loaded = None
+    if plates is not None:
+        fz_any = np.linalg.norm(plates.force, axis=-1)
+        loaded = fz_any > min_force  # (Tf, plates)
+        total = np.where(loaded[..., None], plates.force, 0.0).sum(axis=(0, 1))
+        up = _unit(total, "vertical (no loaded force plate)") if loaded.any() else np.array([0.0, 0.0, 1.0])
+    else:
+        up = np.array([0.0, 0.0, 1.0])
+
+    centres = {k: _joint_centre(markers, spec[k], S, up) for k in ("hip", "knee", "ankle", "toe", "heel")}
+    ok = np.all([np.isfinite(c).all(-1) for c in centres.values()], axis=0)
+    from .io import _runs
+
+    runs = _runs(ok)
+    if not runs:
+        raise ValueError("sagittal: no frame in which every marker of the mapping is present")
+    a, b = max(runs, key=lambda r: r[1] - r[0])
+    if b - a < 8:
+        raise ValueError(f"sagittal: the longest run of complete frames has {b - a} frames, too few")
+    c = {k: v[a:b] for k, v in centres.items()}
+    move = c["hip"][-1] - c["hip"][0]
+    forward = _unit(move - np.dot(move, up) * up, "direction of progression (the pelvis does not move)")
+    lateral = np.cross(forward, up)
+    axes = np.stack([forward, up, lateral])
+    proj = {k: np.stack([v @ forward, v @ up], -1) for k, v in c.items()}
+    rate = float(markers.rate)
+    time = markers.time[a:b]
+
+    if plates is None:
+        z = np.zeros((b - a, 2))
+        return SagittalTrial(proj["hip"], proj["knee"], proj["ankle"], proj["toe"], z, z.copy(), rate, rate,
+                             time, None, (), axes, side, None)  # fmt: skip
+
+    # plates under this foot: mean loaded COP near the heel-toe segment
+    frate = float(plates.rate)
+    ft = plates.time
+    mine = []
+    for k in range(plates.force.shape[1]):
+        on = loaded[:, k]
+        if not on.any():
+            continue
+        cop_k = np.nanmean(plates.cop[on, k], axis=0)
+        frames = np.clip(np.round((ft[on] - markers.time[0]) * rate).astype(int), 0, len(markers.time) - 1)
+        heel = np.nanmean(centres["heel"][frames], 0)
+        toe = np.nanmean(centres["toe"][frames], 0)
+        seg = toe - heel
+        t = np.clip(np.dot(cop_k - heel, seg) / max(np.dot(seg, seg), 1e-12), 0.0, 1.0)
+        dist = np.linalg.norm((cop_k - heel - t * seg) - np.dot(cop_k - heel - t * seg, up) * up)
+        if np.isfinite(dist) and dist < 0.15:
+            mine.append(k)
+    # the force over the kinematics' time span
+    i0 = int(np.ceil((time[0] - ft[0]) * frate - 1e-6))
+    i1 = int(np.floor((time[-1] - ft[0]) * frate + 1e-6)) + 1
+    i0, i1 = max(i0, 0), min(i1, len(ft))
+    if i1 - i0 < 2 or abs((ft[i0] - time[0]) * frate) > 1e-6:
+        raise ValueError("sagittal: the force plates do not cover the frames of the markers")
+    force3 = np.zeros((i1 - i0, 3))
+    fcop = np.zeros((i1 - i0, 3))
+    wsum = np.zeros(i1 - i0)
+    for k in mine:
+        on = loaded[i0:i1, k]
+        f = np.where(on[:, None], plates.force[i0:i1, k], 0.0)
+        force3 += f
+        w = np.where(on, f @ up, 0.0)
+        fcop += np.where(on[:, None], np.nan_to_num(plates.cop[i0:i1, k]), 0.0) * w[:, None]
+        wsum += w
+    has = wsum > 0
+    cop3 = np.full((i1 - i0, 3), np.nan)
+    cop3[has] = fcop[has] / wsum[has, None]
+    if has.any():  # hold the centre of pressure where there is no force (its moment is zero)
+        idx = np.flatnonzero(has)
+        near = idx[np.clip(np.searchsorted(idx, np.arange(i1 - i0)), 0, len(idx) - 1)]
+        cop3 = cop3[near]
+    else:
+        cop3 = np.zeros((i1 - i0, 3))
+    force = np.stack([force3 @ forward, force3 @ up], -1)
+    cop = np.stack([cop3 @ forward, cop3 @ up], -1)
+    stance = None
+    if has.any():
+        on_k = np.flatnonzero(has)
+        s0 = int(np.ceil(on_k[0] * rate / frate - 1e-9))
+        s1 = int(np.floor(on_k[-1] * rate / frate + 1e-9)) + 1
+        stance = (s0, min(s1, b - a))
+    # body weight: mean total vertical force over the middle 70 % of each contact
+    vert = np.where(loaded, plates.force @ up, 0.0).sum(-1)
+    mids = []
+    for k in range(plates.force.shape[1]):
+        for r0, r1 in _runs(loaded[:, k]):
+            n = r1 - r0
+            if n * rate / frate >= 10:  # a contact of at least 10 frames
+                mids.append(vert[r0 + int(0.15 * n) : r1 - int(0.15 * n)])
+    weight = float(np.mean(np.concatenate(mids))) if mids else None
+    return SagittalTrial(proj["hip"], proj["knee"], proj["ankle"], proj["toe"], force, cop, rate, frate, time,
+                         stance, tuple(mine), axes, side, weight)  # fmt: skip
+
+
+# -------------------------------------------------------------- comparisons
+
+
+def _rms(x, axis=0):
+    return np.sqrt(np.nanmean(x**2, axis=axis))
+
+
+def rms_errors(result: GaitResult, true_moments, true_force_magnitudes=None, *, where=None) -> dict:
+    """RMS errors of the moments (and reaction magnitudes) against known true values.
+
+    Args:
+      result: an :class:`analyze` result of one trial (jaxmb or clinical convention:
+        compared in jaxmb's, as the truth is given).
+      true_moments: (T, 3) true hip, knee, ankle moments, N m, jaxmb convention.
+      true_force_magnitudes: optional (T, 3) true reaction magnitudes, N.
+      where: optional (T,) bool samples for the moments; default: where any true
+        moment is non-zero (the running data give them from heel strike on).
+
+    Returns:
+      dict: "moments" (3,) N m, "moments_rms" (3,) the RMS true moments, and with
+      forces "forces" (3,) N (over every valid sample) and "forces_rms" (3,).
+    """
+    r = result.to_convention("jaxmb")
+    tm = np.asarray(true_moments, float)
+    if r.moments.shape != tm.shape:
+        raise ValueError(f"true_moments must have shape {r.moments.shape}, got {tm.shape}")
+    w = np.any(tm != 0, axis=-1) if where is None else np.asarray(where, bool)
+    w = w & r.mask
+    out = {"moments": _rms(r.moments[w] - tm[w]), "moments_rms": _rms(tm[w])}
+    if true_force_magnitudes is not None:
+        tf = np.asarray(true_force_magnitudes, float)
+        mag = r.reaction_magnitudes
+        out["forces"] = _rms(mag[r.mask] - tf[r.mask])
+        out["forces_rms"] = _rms(tf[r.mask])
+    return out
+
+
+def term_effects(result: GaitResult, true_moments=None, true_force_magnitudes=None, *, where=None) -> dict:
+    """The notebook's comparison: the quasi-static estimate and the effect of each term.
+
+    Needs a result of ``analyze(..., terms=True)``. The moments and reactions are the
+    sum of four terms (:data:`TERMS`): gravity (the weight of the segments), the
+    ground reaction force, the linear inertia (m a of the centres of mass, velocity
+    products included) and the rotational inertia (I alpha). Dropping the two inertial
+    terms gives the quasi-static estimate.
+
+    Args:
+      result: an :func:`analyze` result with ``terms``, one trial.
+      true_moments, true_force_magnitudes: optional (T, 3) truth (jaxmb convention),
+        to report the error of each estimate against it.
+      where: (T,) bool samples to summarise (default: the valid samples where the
+        vertical ground reaction force is non-zero, i.e. the stance phase).
+
+    Returns:
+      dict with "where" (T,) bool and, for each of "full", "quasi_static" and
+      "without_<term>": {"moments": (T, 3), "forces": (T, 3) magnitudes,
+      "moment_change_rms": (3,) N m RMS change from the full estimate,
+      "force_change_rms": (3,) N, and with the truth "moment_error_rms",
+      "force_error_rms"}; and "terms": {term: {"moment_rms": (3,), "force_rms": (3,)}}
+      the RMS of each term itself. Moments in the result's convention.
+    """
+    if result.terms is None:
+        raise ValueError("term_effects needs analyze(..., terms=True)")
+    if result.moments.ndim != 2:
+        raise ValueError("term_effects takes the result of one trial")
+    w = (result.force[:, 1] != 0) & result.mask if where is None else np.asarray(where, bool) & result.mask
+    full_m, full_r = result.moments, result.reactions
+    variants = {"full": (full_m, full_r)}
+    inert_m = result.terms["linear_inertia"][0] + result.terms["rotational_inertia"][0]
+    inert_r = result.terms["linear_inertia"][1] + result.terms["rotational_inertia"][1]
+    variants["quasi_static"] = (full_m - inert_m, full_r - inert_r)
+    for k in TERMS:
+        m_, r_ = result.terms[k]
+        variants[f"without_{k}"] = (full_m - m_, full_r - r_)
+    sign = _MOMENT_SIGN if result.convention == "clinical" else np.ones(3)
+    out = {"where": w, "terms": {}}
+    full_f = np.linalg.norm(full_r, axis=-1)
+    for name, (m_, r_) in variants.items():
+        f_ = np.linalg.norm(r_, axis=-1)
+        d = {"moments": m_, "forces": f_, "moment_change_rms": _rms(m_[w] - full_m[w]),
+             "force_change_rms": _rms(f_[w] - full_f[w])}  # fmt: skip
+        if true_moments is not None:
+            tm = np.asarray(true_moments, float) * sign
+            d["moment_error_rms"] = _rms(m_[w] - tm[w])
+        if true_force_magnitudes is not None:
+            d["force_error_rms"] = _rms(f_[w] - np.asarray(true_force_magnitudes, float)[w])
+        out[name] = d
+    for k in TERMS:
+        m_, r_ = result.terms[k]
+        out["terms"][k] = {"moment_rms": _rms(m_[w]), "force_rms": _rms(np.linalg.norm(r_, axis=-1)[w])}
+    return out
+
+
+def term_effects_figure(result: GaitResult, true_moments=None, effects: dict | None = None):
+    """Figure of the notebook's comparison: full and quasi-static estimates (and the
+    truth) over the stance phase, and the RMS change when each term is dropped.
+
+    matplotlib's object API (no backend is selected): ``fig.savefig(path)``.
+    """
+    from matplotlib.figure import Figure
+
+    eff = term_effects(result, true_moments) if effects is None else effects
+    w = eff["where"]
+    t = result.time[w]
+    fig = Figure(figsize=(11, 6.5), layout="constrained")
+    axs = fig.subplots(2, 3)
+    unit = "N m"
+    sign = _MOMENT_SIGN if result.convention == "clinical" else np.ones(3)
+    for j, joint in enumerate(JOINTS):
+        ax = axs[0, j]
+        ax.plot(t, eff["full"]["moments"][w, j], label="inverse dynamics")
+        ax.plot(t, eff["quasi_static"]["moments"][w, j], label="quasi-static (no inertia)")
+        if true_moments is not None:
+            ax.plot(t, (np.asarray(true_moments) * sign)[w, j], "k--", lw=1, label="true")
+        ax.set_title(f"{joint} moment")
+        ax.set_xlabel("time (s)")
+        ax.set_ylabel(unit)
+    axs[0, 0].legend(frameon=False, fontsize=8)
+    names = ["quasi_static"] + [f"without_{k}" for k in TERMS]
+    labels = ["quasi-static", "no gravity", "no GRF", "no m a", "no I alpha"]
+    x = np.arange(len(names))
+    for j, joint in enumerate(JOINTS):
+        ax = axs[1, j]
+        ax.bar(x, [eff[n]["moment_change_rms"][j] for n in names], color="C1")
+        ax.set_xticks(x, labels, rotation=30, ha="right", fontsize=8)
+        ax.set_yscale("log")
+        ax.set_title(f"{joint}: RMS change of the moment")
+        ax.set_ylabel(unit)
+    fig.suptitle("Effect of each term of the inverse dynamics (stance phase)")
+    return fig
+
+
+def moments_figure(result: GaitResult, true_moments=None, true_force_magnitudes=None, *, title=None):
+    """Figure: moments and reaction-force magnitudes at hip, knee, ankle (one trial),
+    against the truth when given (jaxmb convention truth; converted if needed).
+
+    matplotlib's object API (no backend is selected): ``fig.savefig(path)``.
+    """
+    from matplotlib.figure import Figure
+
+    if result.moments.ndim != 2:
+        raise ValueError("moments_figure takes the result of one trial")
+    fig = Figure(figsize=(10, 7), layout="constrained")
+    axs = fig.subplots(3, 2, sharex=True)
+    sign = _MOMENT_SIGN if result.convention == "clinical" else np.ones(3)
+    mag = result.reaction_magnitudes
+    for j, joint in enumerate(JOINTS):
+        axs[j, 0].plot(result.time, mag[:, j], label="jaxmb")
+        axs[j, 1].plot(result.time, result.moments[:, j], label="jaxmb")
+        if true_force_magnitudes is not None:
+            axs[j, 0].plot(result.time, true_force_magnitudes[:, j], "r--", lw=1, label="true")
+        if true_moments is not None:
+            tm = np.where(np.any(true_moments != 0, axis=1, keepdims=True), true_moments, np.nan) * sign
+            axs[j, 1].plot(result.time, tm[:, j], "r--", lw=1, label="true")
+        axs[j, 0].set_ylabel(f"{joint} force (N)")
+        axs[j, 1].set_ylabel(f"{joint} moment (N m)")
+    axs[0, 0].legend(frameon=False)
+    axs[-1, 0].set_xlabel("time (s)")
+    axs[-1, 1].set_xlabel("time (s)")
+    fig.suptitle(title or f"Joint reaction magnitudes and moments ({result.convention} convention)")
+    return fig

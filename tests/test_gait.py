@@ -1,0 +1,294 @@
+"""jaxmb.gait: the running data's true loads, batches, conventions, the C3D walking
+trial against published normal patterns and against an independent recursion."""
+
+import pathlib
+import warnings
+
+import numpy as np
+import pytest
+
+from jaxmb import gait, signal
+
+HERE = pathlib.Path(__file__).parent
+G = 9.80665
+
+
+@pytest.fixture(scope="module")
+def running():
+    return gait.running_data()
+
+
+@pytest.fixture(scope="module")
+def running_result(running):
+    return gait.analyze(**running.inputs(), terms=True)
+
+
+def test_running_true_moments_and_forces(running, running_result):
+    # the notebook's segment-by-segment method reaches 0.24, 0.13, 0.02 N m (moments)
+    # on these data (shared/data/README.md); the issue asks for forces within 0.1,
+    # 0.03, 0.08 N RMS
+    err = gait.rms_errors(running_result, running.moments, running.force_magnitudes)
+    assert np.all(err["moments"] <= [0.24, 0.13, 0.02]), err["moments"]
+    assert np.all(err["forces"] <= [0.1, 0.03, 0.08]), err["forces"]
+    assert running_result.moments.shape == (6001, 3)
+    assert running_result.reactions.shape == (6001, 3, 2)
+
+
+def test_terms_add_up_and_quasi_static(running, running_result):
+    r = running_result
+    m = sum(r.terms[k][0] for k in gait.TERMS)
+    f = sum(r.terms[k][1] for k in gait.TERMS)
+    np.testing.assert_allclose(m, r.moments, rtol=0, atol=1e-9 * np.abs(r.moments).max())
+    np.testing.assert_allclose(f, r.reactions, rtol=0, atol=1e-9 * np.abs(r.reactions).max())
+    eff = gait.term_effects(r, running.moments, running.force_magnitudes)
+    # in running the inertial terms matter: the quasi-static estimate is much worse
+    assert np.all(eff["quasi_static"]["moment_error_rms"] > 5 * eff["full"]["moment_error_rms"])
+    assert gait.term_effects_figure(r, running.moments, eff) is not None
+
+
+def test_power_is_moment_times_relative_rate(running_result):
+    r = running_result
+    theta = r.segment_angles
+    rel = np.concatenate([theta[:, :1], np.diff(theta, axis=1)], 1)
+    rate = signal.derivative(rel, r.rate, 1)
+    np.testing.assert_allclose(r.powers, r.moments * rate, rtol=1e-9, atol=1e-9)
+
+
+def test_clinical_convention(running, running_result):
+    c = running_result.to_convention("clinical")
+    np.testing.assert_allclose(c.moments, running_result.moments * [-1, 1, -1])
+    np.testing.assert_allclose(c.powers, running_result.powers)
+    back = c.to_convention("jaxmb")
+    np.testing.assert_allclose(back.angles, running_result.angles, atol=1e-12)
+    # mid-stance of running: knee extensor and ankle plantarflexor moments, positive
+    mid = (running.heel_strike + running.toe_off) // 2
+    assert c.moments[mid, 1] > 50 and c.moments[mid, 2] > 50
+    with pytest.raises(ValueError, match="body mass"):
+        _ = c.moments_per_kg
+    with pytest.raises(ValueError, match="convention"):
+        c.to_convention("left-handed")
+
+
+def _decimated(running, step=10, n=None):
+    sl = slice(0, n, step)
+    kw = running.inputs()
+    for k in ("hip", "knee", "ankle", "toe", "force", "cop"):
+        kw[k] = kw[k][sl]
+    kw["rate"] = running.rate / step
+    return kw
+
+
+def test_batch_equals_loop_and_ragged_trials(running):
+    kw = _decimated(running)  # 601 frames at 1 kHz
+    rng = np.random.default_rng(3)
+    trials = []
+    for _ in range(3):
+        t = dict(kw)
+        shift = rng.normal(scale=0.01, size=2)
+        for k in ("hip", "knee", "ankle", "toe"):
+            t[k] = kw[k] + shift
+        t["force"] = kw["force"] * rng.uniform(0.9, 1.1)
+        t["cop"] = kw["cop"] + shift[0]
+        trials.append(t)
+    stacked = {k: np.stack([t[k] for t in trials]) for k in ("hip", "knee", "ankle", "toe", "force", "cop")}
+    batch = gait.analyze(**stacked, rate=kw["rate"], segments=kw["segments"], gravity=G, cutoff=50.0)
+    assert batch.moments.shape == (3, 601, 3)
+    for b, t in enumerate(trials):
+        one = gait.analyze(**t, cutoff=50.0)
+        np.testing.assert_allclose(batch.moments[b], one.moments, rtol=1e-10, atol=1e-9)
+        np.testing.assert_allclose(batch.reactions[b], one.reactions, rtol=1e-10, atol=1e-9)
+    # trials of unequal length, as lists: padded and masked
+    lens = (601, 450, 520)
+    lists = {k: [t[k][:n] for t, n in zip(trials, lens)] for k in stacked}
+    ragged = gait.analyze(**lists, rate=kw["rate"], segments=kw["segments"], gravity=G, cutoff=50.0)
+    assert ragged.moments.shape == (3, 601, 3)
+    for b, (t, n) in enumerate(zip(trials, lens)):
+        one = gait.analyze(**{k: t[k][:n] for k in stacked}, rate=kw["rate"], segments=kw["segments"],
+                           gravity=G, cutoff=50.0)  # fmt: skip
+        np.testing.assert_allclose(ragged.moments[b, :n], one.moments, rtol=1e-10, atol=1e-9)
+        assert np.isnan(ragged.moments[b, n:]).all() and not ragged.mask[b, n:].any()
+
+
+def test_force_at_another_rate_is_resampled(running):
+    # the force given at twice the kinematics' rate (linearly interpolated) is
+    # resampled back onto the kinematics' samples exactly
+    kw = _decimated(running, step=20)  # 500 Hz
+    t = np.arange(len(kw["force"])) / kw["rate"]
+    tf = np.arange(2 * len(t) - 1) / (2 * kw["rate"])
+    force2 = np.stack([np.interp(tf, t, kw["force"][:, j]) for j in range(2)], 1)
+    cop2 = np.interp(tf, t, kw["cop"])
+    a = gait.analyze(**kw)
+    b = gait.analyze(**{**kw, "force": force2, "cop": cop2, "force_rate": 2 * kw["rate"]})
+    np.testing.assert_allclose(b.moments, a.moments, rtol=1e-12, atol=1e-9)
+
+
+def test_anthropometric_segments_from_body_mass(running):
+    kw = _decimated(running)
+    del kw["segments"]
+    r = gait.analyze(**kw, body_mass=70.0)
+    # Dempster via Winter: thigh 0.100, leg 0.0465, foot 0.0145 of the body mass
+    np.testing.assert_allclose(r.segments["mass"], 70.0 * np.array([0.100, 0.0465, 0.0145]), rtol=1e-9)
+    assert r.moments_per_kg.shape == r.moments.shape
+
+
+@pytest.mark.parametrize(
+    "change, match",
+    [
+        (dict(cutoff=600.0), "Nyquist"),
+        (dict(cutoff="fast"), "cutoff"),
+        (dict(segments=None), "body_mass"),
+        (dict(convention="european"), "convention"),
+        (dict(rate=-1.0), "rate"),
+        (dict(segments={"mass": [1, 1, -1], "inertia": [1, 1, 1], "com": [0.4, 0.4, 0]}), "mass"),
+    ],
+)
+def test_analyze_bad_input(running, change, match):
+    kw = _decimated(running)
+    kw.update(change)
+    with pytest.raises(ValueError, match=match):
+        gait.analyze(**kw)
+
+
+def test_analyze_rejects_nan_and_mismatched_shapes(running):
+    kw = _decimated(running)
+    kw["knee"] = kw["knee"].copy()
+    kw["knee"][17, 1] = np.nan
+    with pytest.raises(ValueError, match="sample 17"):
+        gait.analyze(**kw)
+    kw = _decimated(running)
+    kw["toe"] = kw["toe"][:-1]
+    with pytest.raises(ValueError, match="toe"):
+        gait.analyze(**kw)
+
+
+# ------------------------------------------------------------- measured C3D trial
+
+
+@pytest.fixture(scope="module")
+def c3d():
+    pytest.importorskip("ezc3d")
+    from jaxmb import io
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        trial = io.read_c3d(HERE / "data" / "Gait.c3d")
+    sg = gait.sagittal(trial, side="right")
+    mass = sg.body_weight / 9.81
+    res = gait.analyze(**sg.inputs(), body_mass=mass, cutoff=6.0, gravity=9.81)
+    return trial, sg, res
+
+
+def test_c3d_sagittal_frame_and_stance(c3d):
+    trial, sg, res = c3d
+    assert sg.hip[-1, 0] > sg.hip[0, 0] + 1.0  # walks toward +x
+    assert 0.75 < np.mean(sg.hip[:, 1]) < 1.05  # hip height, m
+    assert sg.plates == (1,)  # the right foot is on the second plate (its COP under the right foot)
+    s0, s1 = sg.stance
+    assert 0.5 < (s1 - s0) / sg.rate < 0.8  # a stance phase of walking, s
+    assert np.all(sg.force[:, 1] >= 0)
+    # body weight from the plates: an adult
+    assert 450 < sg.body_weight < 900
+    left = gait.sagittal(trial, side="left")
+    assert left.plates == (0,) and left.stance[0] > s0  # the left foot steps later, on the other plate
+
+
+def test_c3d_moments_have_the_normal_walking_pattern(c3d):
+    # Published normal sagittal moments in walking (Winter 1991, clinical signs, per kg):
+    # a knee extensor peak in the first 40 % of stance then a flexor moment in late
+    # stance; a hip flexor moment in late stance; an ankle dorsiflexor moment just
+    # after heel strike and a plantarflexor peak late in stance (about 1.3-1.6 N m/kg
+    # at natural cadence; this subject walks fast, with vertical force peaks of 1.3-1.4
+    # body weights, and the peak is accordingly higher: 1.3-1.9 N m/kg accepted).
+    _, sg, res = c3d
+    c = res.to_convention("clinical")
+    m = c.moments_per_kg[slice(*sg.stance)]
+    n = len(m)
+    pct = np.arange(n) / (n - 1)
+    ankle, knee, hip = m[:, 2], m[:, 1], m[:, 0]
+    assert 1.3 <= ankle.max() <= 1.9 and 0.6 <= pct[np.argmax(ankle)] <= 0.9
+    assert ankle[: n // 10].min() < 0  # dorsiflexor after heel strike
+    assert knee.max() > 0.5 and pct[np.argmax(knee)] < 0.4
+    assert knee[pct > 0.5].min() < -0.2
+    assert hip[pct > 0.5].min() < -0.5 and pct[np.argmin(hip)] > 0.6
+    # the ankle's power burst at push-off (A2) is the largest power of the stance
+    pw = c.powers_per_kg[slice(*sg.stance)]
+    assert np.argmax(pw.max(0)) == 2 and pct[np.argmax(pw[:, 2])] > 0.7
+
+
+def _invdyn2d(prox, dist, com_frac, mass, inertia, rate, f_dist, m_dist, p_force):
+    """The gait notebook's segment-by-segment Newton-Euler, in NumPy (one segment).
+
+    F_p = m (a_c - g) - F_d;  M_p = I alpha - M_d - (p_d - c) x F_d - (p_p - c) x F_p,
+    with F_d, M_d the force and moment applied at the distal point p_force."""
+    c = prox + com_frac * (dist - prox)
+    a_c = signal.derivative(c, rate, 2)
+    v = dist - prox
+    theta = np.unwrap(np.arctan2(v[:, 1], v[:, 0]))
+    alpha = signal.derivative(theta, rate, 2)
+    g = np.array([0.0, -9.81])
+    F_p = mass * (a_c - g) - f_dist
+
+    def cross(r, f):
+        return r[:, 0] * f[:, 1] - r[:, 1] * f[:, 0]
+
+    M_p = inertia * alpha - m_dist - cross(p_force - c, f_dist) - cross(prox - c, F_p)
+    return F_p, M_p
+
+
+def _recursion(points, res, force, cop, rate):
+    """Hip, knee, ankle moments (T, 3) by the notebook's recursion, foot first."""
+    seg = res.segments
+    com_frac = seg["com"] / seg["length"]
+    F_d, M_d, p_d = force, np.zeros(len(force)), cop
+    moments = [None] * 3
+    for j, (p, d) in reversed(list(enumerate((("hip", "knee"), ("knee", "ankle"), ("ankle", "toe"))))):
+        F_p, M_p = _invdyn2d(points[p], points[d], com_frac[j], seg["mass"][j], seg["inertia"][j], rate,
+                             F_d, M_d, p_d)  # fmt: skip
+        moments[j] = M_p
+        F_d, M_d, p_d = -F_p, -M_p, points[p]
+    return np.stack(moments, 1)
+
+
+def test_c3d_moments_two_independent_ways(c3d):
+    # The pipeline (a floating-base tree through jaxmb's kernels, angles
+    # differentiated) against the notebook's segment-by-segment recursion (centre-of-
+    # mass positions differentiated), on the same filtered joint centres and force.
+    _, sg, res = c3d
+    rate = sg.rate
+    every = np.arange(len(sg.hip)) * int(round(sg.force_rate / rate))
+    force = signal.lowpass(sg.force, sg.force_rate, 6.0)[every]
+    cop = signal.lowpass(sg.cop, sg.force_rate, 6.0)[every]
+    markers = {k: signal.lowpass(getattr(sg, k), rate, 6.0) for k in ("hip", "knee", "ankle", "toe")}
+    # (1) the pipeline's rigid segments (mean lengths, measured angles): the two
+    # methods differ only by how they discretise: within 0.5 % of each joint's peak
+    L, theta = res.segments["length"], res.segment_angles
+    u = np.stack([np.cos(theta), np.sin(theta)], -1)
+    rigid = {"hip": markers["hip"]}
+    for j, (p, d) in enumerate((("hip", "knee"), ("knee", "ankle"), ("ankle", "toe"))):
+        rigid[d] = rigid[p] + L[j] * u[:, j]
+    s = slice(*sg.stance)
+    ref = _recursion(rigid, res, force, cop, rate)
+    for j in range(3):
+        peak = np.abs(ref[s, j]).max()
+        assert np.abs(res.moments[s, j] - ref[s, j]).max() < 0.005 * peak, gait.JOINTS[j]
+    # (2) the measured joint centres themselves: skin markers are not rigid (the
+    # segment lengths vary by 7-12 mm over stance), which moves the moment arms of
+    # the ground reaction force by as much; the moments still agree within 8 % of
+    # each joint's peak (hip 5 %, knee 2.4 %, ankle 0.7 % measured)
+    lengths = [np.ptp(np.linalg.norm(markers[d][s] - markers[p][s], axis=1))
+               for p, d in (("hip", "knee"), ("knee", "ankle"), ("ankle", "toe"))]  # fmt: skip
+    assert max(lengths) > 0.005
+    ref = _recursion(markers, res, force, cop, rate)
+    for j in range(3):
+        peak = np.abs(ref[s, j]).max()
+        assert np.abs(res.moments[s, j] - ref[s, j]).max() < 0.08 * peak, gait.JOINTS[j]
+
+
+def test_sagittal_errors(c3d):
+    trial = c3d[0]
+    with pytest.raises(ValueError, match="no marker 'RXYZ'"):
+        gait.sagittal(trial, mapping={"toe": ("RXYZ",)})
+    with pytest.raises(ValueError, match="unknown keys"):
+        gait.sagittal(trial, mapping={"elbow": ("RELB",)})
+    with pytest.raises(ValueError, match="side"):
+        gait.sagittal(trial, side="middle")

@@ -1,0 +1,130 @@
+"""jaxmb.signal against SciPy's filtfilt, Winter's residual method on a signal whose
+band is known, and derivatives that are exact for polynomials."""
+
+import numpy as np
+import pytest
+import scipy.signal as ss
+
+from jaxmb import signal
+
+
+def test_lowpass_is_scipy_filtfilt():
+    # the reference: SciPy's transfer-function filtfilt with its default odd padding
+    rng = np.random.default_rng(0)
+    rate = 200.0
+    x = np.cumsum(rng.normal(size=(500, 3)), axis=0)
+    for order, cutoff in ((2, 6.0), (4, 20.0), (1, 50.0)):
+        b, a = ss.butter(order, cutoff / (rate / 2))
+        ref = ss.filtfilt(b, a, x, axis=0)
+        got = signal.lowpass(x, rate, cutoff, order)
+        np.testing.assert_allclose(got, ref, rtol=0, atol=1e-9 * np.abs(ref).max())
+
+
+def test_lowpass_batches_along_any_axis():
+    rng = np.random.default_rng(1)
+    x = rng.normal(size=(4, 300, 2))  # (trials, T, channels)
+    got = signal.lowpass(x, 100.0, 8.0, axis=1)
+    for b in range(4):
+        np.testing.assert_allclose(got[b], signal.lowpass(x[b], 100.0, 8.0, axis=0), rtol=1e-13, atol=1e-13)
+
+
+def test_lowpass_gain_and_winter_correction():
+    # a 2nd-order Butterworth run twice has gain 1/2 at its design cut-off; with
+    # Winter's correction the -3 dB point of the zero-phase result is at the cut-off
+    rate, fc, n = 1000.0, 10.0, 20000
+    t = np.arange(n) / rate
+    tone = np.sin(2 * np.pi * fc * t)
+    mid = slice(n // 4, 3 * n // 4)
+    gain = np.abs(signal.lowpass(tone, rate, fc)[mid]).max()
+    assert abs(gain - 0.5) < 2e-3
+    gain_c = np.abs(signal.lowpass(tone, rate, fc, correct=True)[mid]).max()
+    assert abs(gain_c - 2**-0.5) < 2e-3
+    assert abs(signal.winter_correction(2, 2) - 0.802) < 1e-3
+
+
+@pytest.mark.parametrize(
+    "kwargs, match",
+    [
+        (dict(cutoff=50.0), "Nyquist"),
+        (dict(cutoff=60.0), "Nyquist"),
+        (dict(cutoff=-1.0), "> 0"),
+        (dict(cutoff=5.0, order=0), "order"),
+    ],
+)
+def test_lowpass_bad_input(kwargs, match):
+    with pytest.raises(ValueError, match=match):
+        signal.lowpass(np.zeros(100), 100.0, **kwargs)
+
+
+def test_lowpass_rejects_nan_and_short_signals():
+    x = np.ones(100)
+    x[40] = np.nan
+    with pytest.raises(ValueError, match="NaN|finite"):
+        signal.lowpass(x, 100.0, 5.0)
+    with pytest.raises(ValueError, match="samples"):
+        signal.lowpass(np.ones(5), 100.0, 5.0)
+
+
+def test_residual_analysis_matches_the_frequency_domain_prediction():
+    # Tones at 1, 2.5 and 5 Hz plus white noise (sigma 0.01) at 500 Hz. In the
+    # frequency domain the zero-phase filter has gain G(f) = |H(f)|^2 (H: SciPy's
+    # Butterworth response), so the expected residual is
+    #   R(fc)^2 = sum_k A_k^2 / 2 (1 - G(f_k))^2 + sigma^2 mean_f (1 - G(f))^2;
+    # Winter's cut-off is where R comes down to the noise intercept. The time-domain
+    # analysis must choose the cut-off that this independent prediction gives.
+    rng = np.random.default_rng(2)
+    rate, sigma = 500.0, 0.01
+    t = np.arange(20000) / rate
+    tones = ((1.0, 1.0, 0.3), (2.5, 0.4, 1.0), (5.0, 0.2, 2.0))  # (f Hz, amplitude, phase)
+    clean = sum(A * np.sin(2 * np.pi * f * t + p) for f, A, p in tones)
+    x = clean + rng.normal(scale=sigma, size=t.shape)
+    cutoffs = np.linspace(0.5, 60.0, 120)
+    ra = signal.residual_analysis(x, rate, cutoffs=cutoffs)
+    grid = np.linspace(0, rate / 2, 4001)
+
+    def predicted_residual(fc):
+        sos = ss.butter(2, fc / (rate / 2), output="sos")
+        G = lambda f: np.abs(ss.sosfreqz(sos, worN=np.atleast_1d(f), fs=rate)[1]) ** 2  # noqa: E731
+        r2 = sum(A**2 / 2 * (1 - G(f)[0]) ** 2 for f, A, _ in tones) + sigma**2 * np.mean((1 - G(grid)) ** 2)
+        return np.sqrt(r2)
+
+    pred = np.array([predicted_residual(fc) for fc in cutoffs])
+    np.testing.assert_allclose(ra.residuals, pred, rtol=0.05)
+    crossing = cutoffs[np.flatnonzero(pred <= float(ra.intercept))[0]]
+    assert abs(ra.cutoff - crossing) <= 1.0, (ra.cutoff, crossing)
+    assert ra.cutoff > 5.0  # above the signal's band
+    assert abs(float(ra.intercept) - sigma) < 0.1 * sigma  # the intercept is the noise level
+    # each channel on its own: a scaled copy has the same cut-off
+    ra2 = signal.residual_analysis(np.stack([x, 2 * x], 1), rate, cutoffs=cutoffs)
+    assert ra2.cutoff.shape == (2,)
+    np.testing.assert_allclose(ra2.cutoff, ra.cutoff, rtol=1e-9)
+    assert ra.figure() is not None
+
+
+@pytest.mark.parametrize("order", [1, 2, 3, 4])
+def test_derivative_exact_for_polynomials(order):
+    # every stencil is exact for polynomials of degree order + 1, ends included
+    rng = np.random.default_rng(10 + order)
+    rate = 50.0
+    t = np.arange(40) / rate
+    c = rng.normal(size=order + 2)  # degree order + 1
+    p = np.polynomial.Polynomial(c)
+    x = np.stack([p(t), 3 * p(t)], 1)
+    ref = p.deriv(order)(t)
+    got = signal.derivative(x, rate, order, axis=0)
+    scale = np.abs(ref).max() + 1
+    np.testing.assert_allclose(got[:, 0], ref, rtol=0, atol=1e-8 * scale)
+    np.testing.assert_allclose(got[:, 1], 3 * ref, rtol=0, atol=3e-8 * scale)
+
+
+def test_derivative_second_order_convergence_and_errors():
+    # on a non-polynomial signal the error falls 4x per halving of the step
+    errs = []
+    for rate in (100.0, 200.0):
+        t = np.arange(int(rate) + 1) / rate
+        errs.append(np.abs(signal.derivative(np.sin(3 * t), rate, 2) + 9 * np.sin(3 * t)).max())
+    assert 3.5 < errs[0] / errs[1] < 4.5
+    with pytest.raises(ValueError, match="order"):
+        signal.derivative(np.zeros(10), 100.0, order=5)
+    with pytest.raises(ValueError, match="at least"):
+        signal.derivative(np.zeros(3), 100.0, order=2)
