@@ -1,0 +1,97 @@
+"""jaxmb._filters: the JAX low-pass filter and derivative agree with jaxmb.signal / scipy."""
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+import scipy.signal as ss
+
+from jaxmb import signal
+from jaxmb._filters import derivative_jax, lowpass_jax, sosfiltfilt_jax
+
+RATE = 200.0
+
+
+def _rel(a, b):
+    a, b = np.asarray(a), np.asarray(b)
+    return np.abs(a - b).max() / np.abs(b).max()
+
+
+def _data(shape, seed=0):
+    rng = np.random.default_rng(seed)
+    return rng.standard_normal(shape).cumsum(axis=-2 if len(shape) > 1 else 0)
+
+
+@pytest.mark.parametrize("order", [1, 2, 4])
+@pytest.mark.parametrize("cutoff", [3.0, 60.0])
+def test_lowpass_matches_signal_and_filtfilt(order, cutoff, method="scan"):
+    x = _data((300, 3), seed=order)
+    got = lowpass_jax(x, RATE, cutoff, order, axis=0, method=method)
+    ref = signal.lowpass(x, RATE, cutoff, order, axis=0)
+    assert got.dtype == jnp.float64
+    assert _rel(got, ref) < 1e-10
+    b, a = ss.butter(order, cutoff / (RATE / 2))
+    assert _rel(got, ss.filtfilt(b, a, x, axis=0)) < 1e-8
+    x1 = x[:, 0]
+    assert _rel(lowpass_jax(x1, RATE, cutoff, order, method=method), signal.lowpass(x1, RATE, cutoff, order)) < 1e-10
+
+
+@pytest.mark.parametrize("method", ["scan", "blocked"])
+def test_lowpass_batch_axis1_jit_vmap(method):
+    x = _data((4, 250, 8), seed=3)
+    ref = signal.lowpass(x, RATE, 8.0, 2, axis=1)
+    f = jax.jit(lambda v: lowpass_jax(v, RATE, 8.0, 2, axis=1, method=method))
+    assert _rel(f(x), ref) < 1e-10
+    g = jax.jit(jax.vmap(lambda v: lowpass_jax(v, RATE, 8.0, 2, axis=0, method=method)))
+    assert _rel(g(x), ref) < 1e-10
+
+
+def test_lowpass_options_and_sosfiltfilt():
+    x = _data((200, 2), seed=5)
+    ref = signal.lowpass(x, RATE, 12.0, 2, correct=True, padlen=20)
+    assert _rel(lowpass_jax(x, RATE, 12.0, 2, correct=True, padlen=20), ref) < 1e-10
+    sos = ss.butter(3, 0.1, output="sos")
+    got = lowpass_jax(x, RATE, 12.0, 4, method="blocked", block=16)
+    assert _rel(got, signal.lowpass(x, RATE, 12.0, 4)) < 1e-10
+    assert _rel(sosfiltfilt_jax(x, sos), ss.sosfiltfilt(sos, x, axis=0)) < 1e-10
+    assert _rel(sosfiltfilt_jax(x, sos, padlen=0), ss.sosfiltfilt(sos, x, axis=0, padlen=0)) < 1e-10
+    with pytest.raises(ValueError):
+        lowpass_jax(x, RATE, 150.0)
+    with pytest.raises(ValueError):
+        lowpass_jax(x[:5], RATE, 10.0)
+
+
+def test_lowpass_float32(method="scan"):
+    x = _data((3, 400, 4), seed=7)
+    got = jax.jit(lambda v: lowpass_jax(v, RATE, 20.0, 2, axis=1, method=method))(x.astype(np.float32))
+    assert got.dtype == jnp.float32
+    assert _rel(got, signal.lowpass(x, RATE, 20.0, 2, axis=1)) < 1e-4
+
+
+@pytest.mark.parametrize("order", [1, 2, 3, 4])
+def test_derivative_matches_signal(order):
+    x = _data((40, 3), seed=order)
+    assert _rel(derivative_jax(x, 100.0, order), signal.derivative(x, 100.0, order)) < 1e-12
+    xb = np.moveaxis(x, 0, 1)[None]
+    got = jax.jit(jax.vmap(lambda v: derivative_jax(v, 100.0, order, axis=1)))(xb)
+    assert _rel(got, signal.derivative(xb, 100.0, order, axis=2)) < 1e-12
+    assert derivative_jax(x.astype(np.float32), 100.0, order).dtype == jnp.float32
+    n = order + 2
+    assert _rel(derivative_jax(x[:n], 100.0, order), signal.derivative(x[:n], 100.0, order)) < 1e-12
+
+
+@pytest.mark.parametrize("order", [1, 2, 3, 4])
+def test_derivative_exact_on_polynomials(order):
+    rate = 50.0
+    t = np.arange(30) / rate
+    coeffs = np.array([0.3, -1.2, 0.7, 2.0, -0.5, 0.25])[: order + 2]  # degree order + 1
+    p = np.polynomial.Polynomial(coeffs)
+    got = derivative_jax(p(t), rate, order)
+    assert _rel(got, p.deriv(order)(t)) < 1e-8  # roundoff amplified by rate**order
+
+
+def test_derivative_errors():
+    with pytest.raises(ValueError):
+        derivative_jax(np.zeros(10), 100.0, 5)
+    with pytest.raises(ValueError):
+        derivative_jax(np.zeros(2), 100.0, 1)
