@@ -340,8 +340,12 @@ def _is_ragged(x) -> bool:
     )
 
 
-def _segment_params(segments, body_mass, table, lengths: np.ndarray, lead: tuple):
-    """mass, inertia (kg, kg m^2) and com (m) arrays of shape lead + (3,)."""
+def _segment_spec(segments, body_mass, table, lead: tuple):
+    """(a, b, c, from_table), each (B, 3) but the flag, from which the jitted pipeline
+    makes mass, inertia and com once it knows the lengths L:
+    given segments: mass = a, inertia = b, com = c L; from a table: mass = a,
+    inertia = a (b L)^2 (b: radius of gyration as a fraction of L), com = c L."""
+    B = int(np.prod(lead, dtype=int))
     if segments is not None:
         if not isinstance(segments, Mapping):
             raise ValueError("segments must be a dict with 'mass', 'inertia', 'com' (thigh, shank, foot)")
@@ -364,21 +368,20 @@ def _segment_params(segments, body_mass, table, lengths: np.ndarray, lead: tuple
             if k != "com" and (v <= 0).any():
                 j = int(np.argwhere(v <= 0)[0][-1])
                 raise ValueError(f"segments['{k}'] of the {SEGMENTS[j]} must be > 0, got {v[..., j].min()}")
-            out[k] = v
-        return out["mass"], out["inertia"], out["com"] * lengths
+            out[k] = v.reshape(B, 3)
+        return out["mass"], out["inertia"], out["com"], False
     if body_mass is None:
         raise ValueError("give segments={'mass', 'inertia', 'com'} or body_mass= (kg) for Dempster's parameters")
     if table not in _TABLE_ROWS:
         raise ValueError(f"table must be one of {sorted(_TABLE_ROWS)}, got {table!r}")
     from .anthropometry import _row
 
-    M = np.broadcast_to(np.asarray(body_mass, dtype=float), lead)
+    M = np.broadcast_to(np.asarray(body_mass, dtype=float), lead).reshape(B)
     rows = [_row(table, s) for s in _TABLE_ROWS[table]]
     fm = np.array([r.mass for r in rows])
     fc = np.array([r.com for r in rows])
     fk = np.array([r.gyration for r in rows])
-    mass = M[..., None] * fm
-    return mass, mass * (fk * lengths) ** 2, fc * lengths
+    return M[:, None] * fm, np.broadcast_to(fk, (B, 3)), np.broadcast_to(fc, (B, 3)), True
 
 
 def _body_mass(body_mass, lead):
@@ -412,29 +415,6 @@ def _resample_index(n_out: int, rate_out: float, n_in: int, rate_in: float, name
     i1 = np.minimum(i0 + 1, n_in - 1)
     w = np.clip(t - i0, 0.0, 1.0)
     return i0, i1, w
-
-
-def _prepare_group(kin, frc, mz, rate, force_rate, cutoff, force_cutoff, order):
-    """Equal-length trials. kin (B, T, 4, 2); frc (B, Tf, 4): Fx, Fy, COPx, COPy;
-    mz (B, Tf). Returns q, qd, qdd (B, T, 5), force/cop/mz at the kinematics."""
-    B, T = kin.shape[:2]
-    if cutoff is not None:
-        kin = _signal.lowpass(kin.reshape(B, T, 8), rate, cutoff, order, axis=1).reshape(B, T, 4, 2)
-    if force_cutoff is not None:
-        frc = _signal.lowpass(frc, force_rate, force_cutoff, order, axis=1)
-        mz = _signal.lowpass(mz, force_rate, force_cutoff, order, axis=1)
-    if force_rate != rate or frc.shape[1] != T:
-        i0, i1, w = _resample_index(T, rate, frc.shape[1], force_rate, "the force")
-        frc = frc[:, i0] * (1 - w)[:, None] + frc[:, i1] * w[:, None]
-        mz = mz[:, i0] * (1 - w) + mz[:, i1] * w
-    seg = kin[:, :, 1:] - kin[:, :, :-1]  # (B, T, 3, 2) thigh, shank, foot
-    theta = np.unwrap(np.arctan2(seg[..., 1], seg[..., 0]), axis=1)
-    theta = _wrap_first(theta)
-    lengths = np.linalg.norm(seg, axis=-1).mean(axis=1)  # (B, 3)
-    q = np.concatenate([kin[:, :, 0], theta], axis=-1)  # floating base at the hip
-    qd = _signal.derivative(q, rate, 1, axis=1)
-    qdd = _signal.derivative(q, rate, 2, axis=1)
-    return q, qd, qdd, frc, mz, lengths
 
 
 # ------------------------------------------------------------------ JAX part
@@ -509,11 +489,50 @@ def _dynamics(params, q, qd, qdd, frc, mz, pelvis_rate, *, terms: bool):
     return out
 
 
+def _group_pipeline(kin, frc, mz, resample, seg, gravity, pelvis, *, rate, force_rate, cutoff, force_cutoff,
+                    order, from_table, terms):  # fmt: skip
+    """Equal-length trials, one jitted computation: filtering, resampling, angles,
+    lengths, derivatives, segment parameters and the dynamics.
+
+    kin (B, T, 4, 2) joint centres; frc (B, Tf, 4): Fx, Fy, COPx, COPy; mz (B, Tf);
+    resample: None or (i0, i1, w) (T,) to interpolate the force at the kinematics'
+    samples; seg: (a, b, c) (B, 3) (see :func:`_segment_spec`); pelvis (B, T) or None."""
+    import jax.numpy as jnp
+
+    from ._filters import derivative_jax, lowpass_jax
+
+    B, T = kin.shape[:2]
+    if cutoff is not None:
+        kin = lowpass_jax(kin.reshape(B, T, 8), rate, cutoff, order, axis=1).reshape(B, T, 4, 2)
+    if force_cutoff is not None:
+        frc = lowpass_jax(frc, force_rate, force_cutoff, order, axis=1)
+        mz = lowpass_jax(mz, force_rate, force_cutoff, order, axis=1)
+    if resample is not None:
+        i0, i1, w = resample
+        frc = frc[:, i0] * (1 - w)[:, None] + frc[:, i1] * w[:, None]
+        mz = mz[:, i0] * (1 - w) + mz[:, i1] * w
+    seg_v = kin[:, :, 1:] - kin[:, :, :-1]  # (B, T, 3, 2) thigh, shank, foot
+    theta = jnp.unwrap(jnp.arctan2(seg_v[..., 1], seg_v[..., 0]), axis=1)
+    theta = theta - 2 * jnp.pi * jnp.round(theta[:, :1] / (2 * jnp.pi))
+    lengths = jnp.mean(jnp.sqrt(jnp.sum(seg_v**2, -1)), axis=1)  # (B, 3)
+    q = jnp.concatenate([kin[:, :, 0], theta], axis=-1)  # floating base at the hip
+    qd = derivative_jax(q, rate, 1, axis=1)
+    qdd = derivative_jax(q, rate, 2, axis=1)
+    a, b, c = seg
+    mass = a
+    inertia = a * (b * lengths) ** 2 if from_table else b
+    com = c * lengths
+    pel_rate = jnp.zeros((B, T), q.dtype) if pelvis is None else derivative_jax(pelvis, rate, 1, axis=1)
+    out = _dynamics((lengths, com, mass, inertia, gravity), q, qd, qdd, frc, mz, pel_rate, terms=terms)
+    out.update(q=q, force=frc, lengths=lengths, mass=mass, inertia=inertia, com=com)
+    return out
+
+
 @functools.lru_cache(maxsize=None)
-def _jitted(terms: bool):
+def _jitted(**static):
     import jax
 
-    return jax.jit(functools.partial(_dynamics, terms=terms))
+    return jax.jit(functools.partial(_group_pipeline, **static))
 
 
 # ---------------------------------------------------------------------- analyze
@@ -631,6 +650,7 @@ def analyze(
         above a Nyquist frequency, non-positive masses, rates or lengths, missing
         segment parameters, an unknown convention.
     """
+    import jax
     import jax.numpy as jnp
 
     if convention not in _CONVENTIONS:
@@ -766,13 +786,10 @@ def analyze(
         if np.isfinite(c) and same and c >= force_rate / 2:
             raise ValueError(f"cutoff {c} Hz must be below the force's Nyquist frequency {force_rate / 2} Hz")
 
-    # --- NumPy preparation, grouped by equal lengths and cut-offs
-    q = np.zeros((B, T, 5))
-    qd = np.zeros((B, T, 5))
-    qdd = np.zeros((B, T, 5))
-    fk = np.zeros((B, T, 4))
-    mk = np.zeros((B, T))
-    lengths = np.zeros((B, 3))
+    seg_a, seg_b, seg_c, from_table = _segment_spec(segments, body_mass, table, lead)
+
+    # --- one jitted computation per group of trials of equal lengths and cut-offs
+    out = {}
     keys = {}
     for b in range(B):
         keys.setdefault((int(kin_frames[b]), int(force_frames[b]), float(trial_cut[b])), []).append(b)
@@ -780,49 +797,57 @@ def analyze(
         idx = np.asarray(idx)
         kc = None if math.isnan(c) else c
         fc = kc if same else force_cutoff
-        try:
-            out = _prepare_group(P[idx, :nk], frc[idx, :nf], mz_a[idx, :nf], rate, force_rate, kc, fc, order)
-        except ValueError as e:
-            raise ValueError(f"{e} (trials of {nk} samples)") from None
-        for arr, val in zip((q, qd, qdd, fk, mk), out[:5]):
-            arr[idx, :nk] = val
-            if nk < T:  # padding: hold the last sample, zero velocities/accelerations and force
-                if arr is q:
-                    arr[idx, nk:] = val[:, -1:]
-                elif arr is fk:
-                    arr[idx, nk:, 2:] = val[:, -1:, 2:]
-        lengths[idx] = out[5]
-    if (lengths <= 0).any():
-        b, j = (int(i) for i in np.argwhere(lengths <= 0)[0])
+        resample = None
+        if force_rate != rate or nf != nk:
+            try:
+                resample = tuple(jnp.asarray(x) for x in _resample_index(nk, rate, nf, force_rate, "the force"))
+            except ValueError as e:
+                raise ValueError(f"{e} (trials of {nk} samples)") from None
+        for cut, r, n in ((kc, rate, nk), (fc, force_rate, nf)):
+            if cut is not None and n <= 3 * (order + 1):
+                raise ValueError(f"trials of {n} samples are too short to filter (more than {3 * (order + 1)} needed)")
+        fn = _jitted(rate=rate, force_rate=force_rate, cutoff=kc, force_cutoff=fc, order=order,
+                     from_table=from_table, terms=bool(terms))  # fmt: skip
+        seg = tuple(jnp.asarray(x[idx]) for x in (seg_a, seg_b, seg_c))
+        pel = None if pelvis_a is None else jnp.asarray(pelvis_a[idx, :nk])
+        got = fn(jnp.asarray(P[idx, :nk]), jnp.asarray(frc[idx, :nf]), jnp.asarray(mz_a[idx, :nf]), resample, seg,
+                 jnp.asarray(gravity), pel)  # fmt: skip
+        flat = jax.tree_util.tree_flatten_with_path(got)[0]
+        for path, v in flat:
+            v = np.asarray(v, dtype=np.float64)
+            if path not in out:
+                shape = (B,) + ((T,) + v.shape[2:] if v.ndim >= 2 and v.shape[1] == nk else v.shape[1:])
+                out[path] = np.full(shape, np.nan)
+            if v.ndim >= 2 and v.shape[1] == nk:
+                out[path][idx, :nk] = v
+            else:
+                out[path][idx] = v
+    res = {jax.tree_util.keystr(k[:1]).strip("[]'"): v for k, v in out.items() if len(k) == 1}
+    lengths = res["lengths"]
+    if (lengths <= 0).any() or not np.isfinite(lengths).all():
+        b, j = (int(i) for i in np.argwhere(~(lengths > 0))[0])
         raise ValueError(f"the {SEGMENTS[j]} has zero length (trial {b}): check the joint centres")
-    pel_rate = np.zeros((B, T))
-    if pelvis_a is not None:
-        for nk in np.unique(kin_frames):
-            idx = np.flatnonzero(kin_frames == nk)
-            pel_rate[idx, :nk] = _signal.derivative(pelvis_a[idx, :nk], rate, 1, axis=1)
-
-    mass, inertia, com = _segment_params(segments, body_mass, table, lengths.reshape(lead + (3,)), lead)
-    mass, inertia, com = (np.asarray(x, float).reshape(B, 3) for x in (mass, inertia, com))
-
-    # --- one jitted JAX computation
-    params = tuple(jnp.asarray(x) for x in (lengths, com, mass, inertia)) + (jnp.asarray(gravity),)
-    out = _jitted(bool(terms))(params, jnp.asarray(q), jnp.asarray(qd), jnp.asarray(qdd),
-                               jnp.asarray(fk), jnp.asarray(mk), jnp.asarray(pel_rate))  # fmt: skip
-    res = {k: np.asarray(v, dtype=np.float64) for k, v in out.items() if k != "terms"}
     if pelvis_a is not None:
         res["angles"][..., 0] -= pelvis_a
-    res["angles"] = _wrap_first(res["angles"])
+    res["angles"] = _wrap_first(np.where(kmask[..., None], res["angles"], 0.0))
+    q = res["q"]
     theta = q[..., 2:]
+    fk = res["force"]
+    mass, inertia, com = res["mass"], res["inertia"], res["com"]
+    term_out = None
+    if terms:
+        tpaths = {}
+        for k, v in out.items():
+            if len(k) == 3:  # ("terms", name, 0/1)
+                tpaths.setdefault(k[1].key, [None, None])[k[2].idx] = v
 
     def shaped(x):
         x = np.where(kmask.reshape((B, T) + (1,) * (x.ndim - 2)), x, np.nan)
         return x.reshape(lead + x.shape[1:])
 
     moments = res["moments"]
-    term_out = None
     if terms:
-        term_out = {k: (shaped(np.asarray(m_, np.float64)), shaped(np.asarray(r_, np.float64)))
-                    for k, (m_, r_) in out["terms"].items()}  # fmt: skip
+        term_out = {k: (shaped(m_), shaped(r_)) for k, (m_, r_) in tpaths.items()}
     result = GaitResult(
         time=np.arange(T) / rate,
         angles=shaped(res["angles"]),
