@@ -1,15 +1,33 @@
-"""Planned movements: minimum-jerk trajectories and two-link inverse kinematics.
+"""Planned movements: minimum-jerk trajectories and inverse kinematics.
 
 Derivatives are exact: a joint trajectory ``q(t) = ik(x(t))`` is differentiated in
 time with ``jax.jvp``, so no numerical differentiation amplifies noise.
+
+Inverse kinematics: :func:`two_link_ik` (closed form, two links) and
+:func:`inverse_kinematics` (damped least squares, any chain or tree, jit- and
+vmap-able). Optimal movements through the dynamics are in :mod:`jaxmb.optimal`.
 """
 
 from __future__ import annotations
 
+import functools
+import warnings
+
 import jax
 import jax.numpy as jnp
+import numpy as np
 
-__all__ = ["minimum_jerk", "two_link_ik", "time_derivatives"]
+from .kinematics import _float_dtype, _frames, _rot, check_batch, check_finite
+from .model import Model, Segment, ancestor_matrix
+
+__all__ = [
+    "minimum_jerk",
+    "two_link_ik",
+    "time_derivatives",
+    "hand_position",
+    "workspace",
+    "inverse_kinematics",
+]
 
 
 def minimum_jerk(x0, x1, duration, t):
@@ -71,3 +89,331 @@ def time_derivatives(f, t):
         return x, xd, xdd
 
     return jax.vmap(one)(jnp.asarray(t))
+
+
+# ------------------------------------------------------------ any chain: the hand
+
+
+def _hand_point(model: Model, segment: Segment, point):
+    """Segment index and local point (2,) of the hand: the distal end by default."""
+    i = model.index(segment)
+    if point is None:
+        return i, None
+    point = jnp.asarray(point)
+    if point.shape != (2,):
+        raise ValueError(f"point must have shape (2,) (along, across in segment {i}'s frame, m), got {point.shape}")
+    check_finite(point, "point")
+    return i, point
+
+
+def _hand_fn(model: Model, i: int, point):
+    """q (dof,) -> world position (2,) of the point ``point`` of segment i."""
+
+    def f(q):
+        m = model.astype(q.dtype)
+        p = jnp.stack([m.length[i], jnp.zeros((), q.dtype)]) if point is None else point.astype(q.dtype)
+        theta, P = _frames(m, q)
+        return P[i] + _rot(theta[i], p)
+
+    return f
+
+
+def hand_position(model: Model, q, *, segment: Segment = -1, point=None):
+    """World position of the hand (a point fixed on a segment), (..., 2), m.
+
+    Args:
+      model: the model.
+      q: (..., dof) generalized coordinates (m, rad): one pose or any batch.
+      segment: index or name of the segment carrying the hand (default: the last).
+      point: (2,) local coordinates (along the axis, across it) from the segment's
+        proximal joint, m; default ``(length, 0)``, the distal end.
+
+    Returns:
+      (..., 2) positions x, y (m), in the floating dtype of q.
+    """
+    i, point = _hand_point(model, segment, point)
+    q = check_batch(model, q, "q")
+    q = jnp.asarray(q, _float_dtype(q))
+    f = _hand_fn(model, i, point)
+    flat = q.reshape(-1, model.dof)
+    return jax.vmap(f)(flat).reshape(q.shape[:-1] + (2,))
+
+
+def workspace(model: Model, *, segment: Segment = -1, point=None):
+    """Inner and outer radius of the hand's workspace about the base, m.
+
+    The hand of a serial path of links with unlimited hinges reaches the annulus
+    r_min <= |p - origin| <= r_max, with the links' lengths l_k (joint to joint
+    along the path from the base, the last one to the hand point):
+
+        r_max = sum(l_k),    r_min = max(0, 2 max(l_k) - sum(l_k)).
+
+    Args:
+      model: a model with a fixed base (a floating base reaches everywhere).
+      segment, point: the hand, as in :func:`hand_position`.
+
+    Returns:
+      (r_min, r_max) as Python floats (the model's parameters must be concrete).
+    """
+    if model.base == "floating":
+        return 0.0, float("inf")
+    i, point = _hand_point(model, segment, point)
+    attach = np.asarray(model.joint_attach, dtype=float)
+    length = np.asarray(model.length, dtype=float)
+    links, j = [], i
+    links.append(float(length[i]) if point is None else float(np.hypot(*np.asarray(point, dtype=float))))
+    while model.parent[j] >= 0:  # the joint of j sits attach_j along its parent's axis
+        links.append(abs(float(attach[j])))
+        j = model.parent[j]
+    total = float(sum(links))
+    return max(0.0, 2.0 * max(links) - total), total
+
+
+def _default_q0(model: Model, dtype):
+    """A bent pose: every joint 0.5 rad from its parent (off the straight-chain singularity)."""
+    rel = np.full(model.segments, 0.5)
+    ang = ancestor_matrix(model.parent) @ rel if model.coordinates == "absolute" else rel
+    base = np.asarray(model.origin, dtype=float) if model.base == "floating" else np.zeros(0)
+    return jnp.asarray(np.concatenate([base, ang]), dtype)
+
+
+def _project(target, origin, r_min, r_max):
+    """Targets (..., 2) moved radially onto the annulus r_min <= |p - origin| <= r_max."""
+    d = target - origin
+    r = jnp.sqrt(jnp.sum(d**2, -1, keepdims=True))
+    safe = jnp.where(r > 0, r, 1.0)
+    u = jnp.where(r > 0, d / safe, jnp.asarray([1.0, 0.0], d.dtype))
+    rc = jnp.clip(r, r_min, r_max)
+    return jnp.where((r < r_min) | (r > r_max), origin + u * rc, target)
+
+
+def _ik_solve(model: Model, target, q0, i: int, point, damping, tol, max_iter: int):
+    """Levenberg-Marquardt iterations for one target (2,) from q0 (dof,).
+
+    dq = J^T (J J^T + (damping^2 + mu |e|^2) I)^-1 e,   e = target - x(q),
+
+    a damped least-squares (minimum-norm) step, shortened to at most ``max_step``
+    (0.5 rad: the solution stays on the branch it starts on); a step that does not
+    reduce |e| is rejected and mu raised (x4), an accepted one lowers it (/3). The
+    |e|^2 term (Yamashita & Fukushima 2001) damps far from the solution and vanishes
+    near it.
+    """
+    max_step = 0.5
+    f = _hand_fn(model, i, point)
+    dtype = q0.dtype
+    eye = jnp.eye(2, dtype=dtype)
+
+    def cond(s):
+        q, e, mu, it = s
+        return (it < max_iter) & (jnp.sum(e**2) > tol**2)
+
+    def body(s):
+        q, e, mu, it = s
+        J = jax.jacfwd(f)(q)
+        e2 = jnp.sum(e**2)
+        A = J @ J.T + (damping**2 + mu * e2) * eye
+        dq = J.T @ jnp.linalg.solve(A, e)
+        n = jnp.sqrt(jnp.sum(dq**2))
+        q_new = q + dq * jnp.minimum(1.0, max_step / jnp.where(n > 0, n, 1.0))  # a trust region
+        e_new = target - f(q_new)
+        ok = jnp.sum(e_new**2) < e2
+        return (jnp.where(ok, q_new, q), jnp.where(ok, e_new, e),
+                jnp.where(ok, jnp.maximum(mu / 3, 1e-8), mu * 4), it + 1)
+
+    s0 = (q0, target - f(q0), jnp.asarray(1.0, dtype), 0)
+    q, *_ = jax.lax.while_loop(cond, body, s0)
+    # angles into [-pi, pi) (the same pose); base translations untouched
+    nb = model.nbase
+    return q.at[nb:].set(jnp.mod(q[nb:] + jnp.pi, 2 * jnp.pi) - jnp.pi)
+
+
+def inverse_kinematics(model: Model, target, q0=None, *, segment: Segment = -1, point=None,
+                       damping: float | None = None, tol: float | None = None, max_iter: int = 100,
+                       out_of_reach: str = "project"):  # fmt: skip
+    """Coordinates placing the hand at a target: damped least squares, any chain.
+
+    Levenberg-Marquardt iterations on the hand position error (see ``_ik_solve``):
+    from ``q0``, each step solves ``(J J^T + lambda^2 I) y = e`` and moves
+    ``dq = J^T y``, the smallest change of the coordinates that removes the error
+    (Wampler 1986; Buss 2004, "Introduction to inverse kinematics with Jacobian
+    transpose, pseudoinverse and damped least squares methods"). Redundant chains
+    (more than two angles) get the solution reached from ``q0``; a two-link arm gets
+    the elbow branch of ``q0`` (steps are limited to 0.5 rad so that the solution
+    stays on it).
+
+    Pure JAX inside: ``jax.jit`` and ``jax.vmap`` apply (targets and ``q0`` with any
+    leading batch shape are solved in one call).
+
+    Args:
+      model: the model (fixed or floating base; a floating base moves its root).
+      target: (2,) or (..., 2) hand positions, world frame, m.
+      q0: (dof,) or (..., dof) initial coordinates (default: every joint bent 0.5 rad
+        relative to its parent, base at its origin, the root turned so that the hand
+        points at the target; for a two-link arm this gives ``elbow="up"``).
+      segment, point: the hand, as in :func:`hand_position` (default: the distal end
+        of the last segment).
+      damping: lambda's floor, m (default 1e-6 times the workspace size: a pose at a
+        singularity, e.g. a target on the boundary, is still met to about 1e-10 m;
+        larger values give smoother but less exact solutions there).
+      tol: stop when the position error is below tol, m (default 1e-12 times the
+        workspace size in float64, 1e-6 times in float32).
+      max_iter: most iterations (default 100).
+      out_of_reach: what to do with a target outside the workspace annulus
+        (:func:`workspace`): "project" (default) moves it radially onto the boundary
+        and warns (``RuntimeWarning``), as the multibody notes coerce it; "raise"
+        raises ValueError. Both check concrete targets before solving; under your own
+        ``jit``/``vmap`` the targets are traced, "project" projects without a warning
+        and "raise" raises at trace time (the values are unknown).
+
+    Returns:
+      (..., dof) coordinates with the hand at the (projected) target, angles wrapped
+      into [-pi, pi).
+
+    Raises:
+      ValueError: bad shapes, non-finite inputs, an unknown ``out_of_reach``, a
+        non-positive ``damping`` or ``max_iter``, or an out-of-reach target with
+        ``out_of_reach="raise"``.
+    """
+    if out_of_reach not in ("project", "raise"):
+        raise ValueError(f"out_of_reach must be 'project' or 'raise', got {out_of_reach!r}")
+    if damping is not None and not damping > 0:
+        raise ValueError(f"damping must be > 0 (m), got {damping!r}")
+    if int(max_iter) < 1:
+        raise ValueError(f"max_iter must be >= 1, got {max_iter!r}")
+    i, point = _hand_point(model, segment, point)
+    target = jnp.asarray(target) if isinstance(target, jax.core.Tracer) else np.asarray(target)
+    if target.ndim < 1 or target.shape[-1] != 2:
+        raise ValueError(f"target must have shape (2,) or (..., 2): hand positions x, y (m), got {tuple(target.shape)}")
+    check_finite(target, "target")
+    dtype = _float_dtype(target) if q0 is None else _float_dtype(target, q0)
+    aim = q0 is None
+    q0 = _default_q0(model, dtype) if q0 is None else check_batch(model, q0, "q0")
+    lead = jnp.broadcast_shapes(target.shape[:-1], q0.shape[:-1])
+
+    fixed = model.base == "fixed"
+    if fixed:
+        traced = isinstance(target, jax.core.Tracer) or any(
+            isinstance(x, jax.core.Tracer) for x in jax.tree_util.tree_leaves(model))
+        if traced:
+            if out_of_reach == "raise":
+                raise ValueError("out_of_reach='raise' checks the target values, which are unknown under "
+                                 "jit/vmap: call inverse_kinematics outside the transformation, or use 'project'")
+            r_min = r_max = None
+        else:
+            r_min, r_max = workspace(model, segment=segment, point=None if point is None else np.asarray(point))
+            r = np.hypot(*np.moveaxis(np.asarray(target, float) - np.asarray(model.origin, float), -1, 0))
+            slack = 1e-12 * max(r_max, 1.0)
+            bad = (r > r_max + slack) | (r < r_min - slack)
+            if np.any(bad):
+                where = np.flatnonzero(np.atleast_1d(bad))
+                j = int(where[0])
+                msg = (f"{where.size} target(s) out of reach of the hand on segment {i} (workspace "
+                       f"{r_min:.4g} m <= |p - origin| <= {r_max:.4g} m); first: {np.asarray(target, float).reshape(-1, 2)[j]} m "
+                       f"(flat index {j}), |p - origin| = {np.atleast_1d(r).ravel()[j]:.4g} m")
+                if out_of_reach == "raise":
+                    raise ValueError(msg)
+                warnings.warn(msg + ": projected onto the workspace boundary", RuntimeWarning, stacklevel=2)
+    scale = 1.0 if not fixed or r_max is None else max(r_max, 1e-3)
+    if damping is None:
+        damping = 1e-6 * scale
+    if tol is None:
+        tol = (1e-12 if jnp.dtype(dtype) == jnp.float64 else 1e-6) * scale
+    return _ik_batched(model, jnp.asarray(target, dtype), jnp.asarray(q0, dtype), tuple(lead), i,
+                       None if point is None else point.astype(dtype), jnp.asarray(damping, dtype),
+                       jnp.asarray(tol, dtype), int(max_iter), aim)
+
+
+def _aim(model: Model, q0, target, i: int, point):
+    """q0 with the root turned so that the hand points from the base at the target."""
+    f = _hand_fn(model, i, point)
+    base = q0[:2] if model.base == "floating" else model.origin
+    h = f(q0) - base
+    d = target - base
+    turn = jnp.arctan2(d[1], d[0]) - jnp.arctan2(h[1], h[0])
+    nb = model.nbase
+    if model.coordinates == "relative":  # the root angle turns the whole tree
+        return q0.at[nb].add(turn)
+    return q0.at[nb:].add(turn)
+
+
+@functools.partial(jax.jit, static_argnames=("lead", "i", "max_iter", "aim"))
+def _ik_batched(model, target, q0, lead, i, point, damping, tol, max_iter, aim):
+    """Projection onto the workspace and the solve, vmapped over the flattened batch."""
+    m = model.astype(target.dtype)
+    t = jnp.broadcast_to(target, lead + (2,)).reshape(-1, 2)
+    q = jnp.broadcast_to(q0, lead + (model.dof,)).reshape(-1, model.dof)
+    if model.base == "fixed":
+        lo, hi = _traced_radii(m, i, point)
+        t = _project(t, m.origin, lo, hi)
+    if aim:
+        q = jax.vmap(lambda qq, tt: _aim(m, qq, tt, i, point))(q, t)
+    solve = lambda tt, qq: _ik_solve(m, tt, qq, i, point, damping, tol, max_iter)  # noqa: E731
+    return jax.vmap(solve)(t, q).reshape(lead + (model.dof,))
+
+
+def _traced_radii(model: Model, i: int, point):
+    """workspace() with traced parameters (inside jit/vmap)."""
+    links = [model.length[i] if point is None else jnp.sqrt(jnp.sum(point.astype(model.length.dtype) ** 2))]
+    att = model.joint_attach
+    j = i
+    while model.parent[j] >= 0:
+        links.append(jnp.abs(att[j]))
+        j = model.parent[j]
+    links = jnp.stack(links)
+    total = jnp.sum(links)
+    return jnp.maximum(0.0, 2 * jnp.max(links) - total), total
+
+
+def _hand_links(model: Model, i: int, point):
+    """The hand as base + sum_k R(theta_k) (c_k, d_k) over the path from the root to i.
+
+    Returns (segments k (static tuple), c (n,), d (n,)): for the ancestors of i, the
+    distance along their axis to the next joint of the path; for i, the hand point.
+    """
+    ks, cs, ds = [i], [model.length[i] if point is None else point[0]], [0.0 if point is None else point[1]]
+    att = model.joint_attach
+    j = i
+    while model.parent[j] >= 0:
+        p = model.parent[j]
+        ks.append(p)
+        cs.append(att[j])
+        ds.append(0.0)
+        j = p
+    dtype = jnp.result_type(model.length)
+    return tuple(ks), jnp.stack([jnp.asarray(c, dtype) for c in cs]), jnp.stack([jnp.asarray(d, dtype) for d in ds])
+
+
+def _hand_derivatives(model: Model, i: int, point, q, qd, qdd, qddd):
+    """Hand position and its first three time derivatives, (..., 2) each, in closed form.
+
+    With v_k = R(theta_k) (c_k, d_k) (see :func:`_hand_links`), J the rotation by
+    +90 degrees and omega, alpha, j the first three derivatives of theta_k:
+
+        v' = omega J v,   v'' = alpha J v - omega^2 v,
+        v''' = (j - omega^3) J v - 3 omega alpha v.
+    """
+    ks, c, d = _hand_links(model, i, point)
+    dtype = q.dtype
+    c, d = c.astype(dtype), d.astype(dtype)
+    nb = model.nbase
+    A = jnp.asarray(ancestor_matrix(model.parent), dtype) if model.coordinates == "relative" else None
+    ks = np.asarray(ks)
+
+    def angles(x):  # absolute angles of the path's segments, (..., n)
+        xa = x[..., nb:]
+        th = xa @ A.T if A is not None else xa
+        return th[..., ks]
+
+    th, om, al, je = (angles(x) for x in (q, qd, qdd, qddd))
+    cth, sth = jnp.cos(th), jnp.sin(th)
+    v = jnp.stack([cth * c - sth * d, sth * c + cth * d], -1)  # (..., n, 2)
+    Jv = jnp.stack([-v[..., 1], v[..., 0]], -1)
+    om, al, je = om[..., None], al[..., None], je[..., None]
+    x0 = jnp.sum(v, -2)
+    x1 = jnp.sum(om * Jv, -2)
+    x2 = jnp.sum(al * Jv - om**2 * v, -2)
+    x3 = jnp.sum((je - om**3) * Jv - 3 * om * al * v, -2)
+    if nb:
+        return x0 + q[..., :2], x1 + qd[..., :2], x2 + qdd[..., :2], x3 + qddd[..., :2]
+    origin = model.origin.astype(dtype)
+    return x0 + origin, x1, x2, x3

@@ -1,0 +1,659 @@
+"""Optimal movements: rest-to-rest trajectories optimised through the dynamics.
+
+Which movement does the arm choose between two postures? Flash & Hogan (1985): the one
+of minimum hand jerk (straight hand path, bell-shaped speed); Uno, Kawato & Suzuki
+(1989): the one of minimum torque change (gently curved paths for some reaches);
+others: minimum torque, effort or energy. :func:`optimize` minimises any of these, or
+any user function of the trajectory, with the joint torques from
+:func:`jaxmb.inverse_dynamics` differentiated by JAX, for one movement or a whole batch
+(a workspace of targets, a population of arms) in one compiled call.
+
+Parametrisation (exact boundary conditions). With s = t / T in [0, 1] and
+p(s) = 10 s^3 - 15 s^4 + 6 s^5 (the minimum-jerk profile),
+
+    q(t) = q_start + (q_end - q_start) p(s) + sum_k a_k psi_k(s),
+    psi_k(s) = s^3 (1 - s)^3 sum_j P_j(2 s - 1) R_jk,
+
+P_j the Legendre polynomials (j < K) and R the triangular matrix that makes the psi_k
+orthonormal in the jerk inner product, int_0^1 psi_i''' psi_j''' ds = delta_ij (so the
+joint-jerk cost is a sum of squares of the coefficients: a well-conditioned problem).
+s^3 (1 - s)^3 vanishes with its first two derivatives at both ends, so every q in the
+family starts and ends at rest (zero velocity and acceleration) at exactly the given
+postures, whatever the coefficients a (K, dof): the optimisation is unconstrained.
+Time derivatives are exact (polynomials); joint torques are
+``inverse_dynamics(model, q, qd, qdd)`` at the nodes and their rates the forward-mode
+derivative along the path, tau_dot = d tau / dq qd + d tau / dqd qdd + d tau / dqdd qddd.
+
+Costs (integrals over the movement, SI units; evaluated by Gauss-Legendre quadrature
+on ``nodes`` points, exact for the polynomial parts and spectrally accurate for the
+rest, or by the trapezoidal rule on ``nodes`` equally spaced times with
+``quadrature="trapezoid"``):
+
+    "hand_jerk"      int |d^3 x_hand / dt^3|^2 dt     (m^2 s^-5; Flash & Hogan 1985)
+    "joint_jerk"     int |d^3 q / dt^3|^2 dt          (rad^2 s^-5)
+    "torque"         int |tau|^2 dt                   (N^2 m^2 s)
+    "torque_change"  int |d tau / dt|^2 dt            (N^2 m^2 s^-1; Uno et al. 1989)
+
+or a callable ``cost(movement) -> scalar`` of a :class:`Movement` (q, qd, qdd, qddd,
+tau, tau_dot, the hand's position and derivatives, and ``movement.integral``).
+
+Solver: Optax L-BFGS with its zoom line search (strong Wolfe conditions) or Adam,
+inside ``jax.lax.while_loop``, on the cost divided by its initial value (so that the
+tolerances are relative). It stops when the largest gradient
+entry is below ``gtol`` (status 0), when an accepted iteration lowers the cost by less
+than ``ftol`` relative (status 1, L-BFGS only), after ``maxiter`` iterations (status 2)
+or at a non-finite cost or gradient (status 3: the result is the last finite iterate
+and ``converged`` is False, never a silent NaN).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import math
+import warnings
+from typing import Callable, NamedTuple, Union
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from .dynamics import inverse_dynamics
+from .kinematics import _float_dtype, check_finite
+from .model import Model, Segment
+from .trajectory import _hand_derivatives, _hand_point, inverse_kinematics
+
+__all__ = [
+    "optimize",
+    "OptimalMovement",
+    "Movement",
+    "COSTS",
+    "STATUS",
+    "basis_matrices",
+    "movement",
+]
+
+#: Meaning of :attr:`OptimalMovement.status`.
+STATUS = (
+    "converged: gradient below gtol",
+    "converged: relative decrease below ftol",
+    "not converged: maxiter reached",
+    "not converged: non-finite cost or gradient (result is the last finite iterate)",
+)
+
+
+class Movement(NamedTuple):
+    """A trajectory sampled at the nodes: what a cost function sees.
+
+    Attributes:
+      t: (nodes,) times, s (Gauss-Legendre points in the optimisation by default;
+        equally spaced, ends included, with ``quadrature="trapezoid"``).
+      weights: (nodes,) quadrature weights, s: int f dt = sum(weights f).
+      q, qd, qdd, qddd: (nodes, dof) coordinates and their first three time
+        derivatives (rad, rad/s, rad/s^2, rad/s^3; m for base translations).
+      tau: (nodes, dof) generalized forces from the inverse dynamics, N m.
+      tau_dot: (nodes, dof) their time derivative, N m/s.
+      hand, hand_vel, hand_acc, hand_jerk: (nodes, 2) the hand's position and first
+        three time derivatives (m, m/s, m/s^2, m/s^3).
+    """
+
+    t: jax.Array
+    weights: jax.Array
+    q: jax.Array
+    qd: jax.Array
+    qdd: jax.Array
+    qddd: jax.Array
+    tau: jax.Array
+    tau_dot: jax.Array
+    hand: jax.Array
+    hand_vel: jax.Array
+    hand_acc: jax.Array
+    hand_jerk: jax.Array
+
+    def integral(self, f):
+        """int sum(f) dt over the movement: f (nodes, ...) summed over its other axes."""
+        f = jnp.asarray(f)
+        return jnp.sum(self.weights * f.reshape(f.shape[0], -1).sum(-1))
+
+
+def _sq(x):
+    return x**2
+
+
+#: The built-in costs, name -> function of a :class:`Movement` (compose your own from them).
+COSTS: dict[str, Callable[[Movement], jax.Array]] = {
+    "hand_jerk": lambda m: m.integral(_sq(m.hand_jerk)),
+    "joint_jerk": lambda m: m.integral(_sq(m.qddd)),
+    "torque": lambda m: m.integral(_sq(m.tau)),
+    "torque_change": lambda m: m.integral(_sq(m.tau_dot)),
+}
+
+
+class OptimalMovement(NamedTuple):
+    """Result of :func:`optimize`; with a batch, every field has its leading shape.
+
+    Attributes:
+      t: (nodes,) times, s (shared by the batch).
+      q, qd, qdd: (..., nodes, dof) the optimal trajectory (rad, rad/s, rad/s^2).
+      tau: (..., nodes, dof) generalized forces along it, N m.
+      hand: (..., nodes, 2) the hand path, m.
+      hand_vel: (..., nodes, 2) the hand velocity, m/s.
+      cost: (...) the final cost, in the units of the cost (see :mod:`jaxmb.optimal`).
+      history: (..., maxiter + 1) the cost at the start and after every iteration;
+        entries after ``iterations`` repeat the final cost.
+      iterations: (...) iterations run.
+      converged: (...) bool, True for status 0 or 1.
+      status: (...) int, an index into :data:`STATUS`.
+      grad_norm: (...) largest entry of the gradient of the normalised cost.
+      coef: (..., K, dof) the correction coefficients a (see :mod:`jaxmb.optimal`).
+      q_start, q_end: (..., dof) the end postures (from the inverse kinematics with
+        ``target="hand"``).
+    """
+
+    t: jax.Array
+    q: jax.Array
+    qd: jax.Array
+    qdd: jax.Array
+    tau: jax.Array
+    hand: jax.Array
+    hand_vel: jax.Array
+    cost: jax.Array
+    history: jax.Array
+    iterations: jax.Array
+    converged: jax.Array
+    status: jax.Array
+    grad_norm: jax.Array
+    coef: jax.Array
+    q_start: jax.Array
+    q_end: jax.Array
+
+
+# ---------------------------------------------------------------------- the basis
+
+
+def _grid(nodes: int, quadrature: str):
+    """Points s (nodes,) in [0, 1] and quadrature weights w: int_0^1 f ds = sum w f(s)."""
+    if quadrature == "gauss":
+        x, w = np.polynomial.legendre.leggauss(nodes)
+        return (x + 1) / 2, w / 2
+    s = np.linspace(0.0, 1.0, nodes)
+    w = np.full(nodes, 1.0 / (nodes - 1))
+    w[[0, -1]] /= 2
+    return s, w
+
+
+@functools.lru_cache(maxsize=64)
+def _basis_np(nodes: int, size: int, quadrature: str = "trapezoid"):
+    """Points s, weights w (nodes,), p^(d) (nodes, 4) and psi_k^(d) (4, nodes, size), d = 0..3."""
+    from numpy.polynomial import Legendre, Polynomial
+
+    s, wq = _grid(nodes, quadrature)
+    p = Polynomial([0, 0, 0, 10, -15, 6])
+    # Legendre series on [0, 1]: stable products and derivatives (a power series of
+    # degree 15 loses the Gram matrix to cancellation)
+    w = Legendre.cast(Polynomial([0, 0, 0, 1, -3, 3, -1]), domain=[0, 1])  # s^3 (1 - s)^3
+    raw = [w * Legendre.basis(j, domain=[0, 1]) for j in range(size)]  # w(s) P_j(2 s - 1)
+    # Gram matrix of the third derivatives, exact: int_0^1 phi_i''' phi_j''' ds
+    G = np.empty((size, size))
+    for i in range(size):
+        for j in range(i, size):
+            F = (raw[i].deriv(3) * raw[j].deriv(3)).integ()
+            G[i, j] = G[j, i] = F(1.0) - F(0.0)
+    L = np.linalg.cholesky(G)
+    R = np.linalg.inv(L).T  # psi = phi R: R^T G R = I
+    base = np.stack([p.deriv(d)(s) if d else p(s) for d in range(4)], -1)
+    phi = np.stack([np.stack([(r.deriv(d) if d else r)(s) for r in raw], -1) for d in range(4)])
+    return s, wq, base, phi @ R
+
+
+def basis_matrices(nodes: int, size: int):
+    """The parametrisation's functions of s at the nodes (NumPy, float64).
+
+    Args:
+      nodes: number of equally spaced nodes on [0, 1] (>= 2).
+      size: number K of correction functions per coordinate (>= 1).
+
+    Returns:
+      (base, psi): base (nodes, 4) holds p, p', p'', p''' (derivatives in s) and psi
+      (4, nodes, K) the correction functions and their first three derivatives. With
+      T the duration, q^(d)(t) = T^-d (dq p^(d) + psi[d] @ a) (plus q_start for d = 0).
+    """
+    nodes, size = _check_int("nodes", nodes, 2), _check_int("basis", size, 1)
+    _, _, base, psi = _basis_np(nodes, size)
+    return base.copy(), psi.copy()
+
+
+# ------------------------------------------------------------ one movement's path
+
+
+@dataclasses.dataclass(frozen=True)
+class _Config:
+    cost: Callable | None  # None: the weighted built-in costs
+    nodes: int
+    size: int
+    method: str
+    maxiter: int
+    gtol: float
+    ftol: float
+    memory: int
+    learning_rate: float
+    linesearch_steps: int
+    segment: int
+    point: tuple | None
+    quadrature: str = "gauss"
+
+
+def _movement(model: Model, q_start, q_end, duration, coef, cfg: _Config, quadrature=None) -> Movement:
+    dtype = q_start.dtype
+    s, w, base, psi = (jnp.asarray(x, dtype) for x in _basis_np(cfg.nodes, cfg.size, quadrature or cfg.quadrature))
+    T = duration
+    dq = q_end - q_start
+    derivs = [(base[:, d, None] * dq + psi[d] @ coef) / T**d for d in range(4)]
+    derivs[0] = derivs[0] + q_start
+    q, qd, qdd, qddd = derivs
+    t, weights = s * T, w * T
+    idf = lambda a, b, c: inverse_dynamics(model, a, b, c, gradient="autodiff")  # noqa: E731
+    tau, tau_dot = jax.jvp(idf, (q, qd, qdd), (qd, qdd, qddd))
+    point = None if cfg.point is None else jnp.asarray(cfg.point, dtype)
+    hand = _hand_derivatives(model, cfg.segment, point, q, qd, qdd, qddd)
+    return Movement(t, weights, q, qd, qdd, qddd, tau, tau_dot, *hand)
+
+
+def movement(model: Model, q_start, q_end, duration, coef, *, nodes: int = 100, segment: Segment = -1,
+             point=None, quadrature: str = "trapezoid") -> Movement:  # fmt: skip
+    """Evaluate the parametrised trajectory of one movement (see :mod:`jaxmb.optimal`).
+
+    Args:
+      model: the model.
+      q_start, q_end: (dof,) end postures.
+      duration: movement time T, s.
+      coef: (K, dof) correction coefficients (e.g. ``OptimalMovement.coef``; zeros
+        give the joint-space minimum-jerk movement).
+      nodes: number of times.
+      segment, point: the hand, as in :func:`jaxmb.trajectory.hand_position`.
+      quadrature: "trapezoid" (default: equally spaced times, ends included) or
+        "gauss" (Gauss-Legendre points, as the optimisation uses them).
+
+    Returns:
+      a :class:`Movement` (pure JAX: jit, vmap and grad apply).
+    """
+    q_start, q_end, duration, coef = (np.asarray(x) if not isinstance(x, jax.Array) else x
+                                      for x in (q_start, q_end, duration, coef))
+    if coef.ndim != 2 or coef.shape[1] != model.dof:
+        raise ValueError(f"coef must have shape (K, dof={model.dof}), got {coef.shape}")
+    if quadrature not in ("gauss", "trapezoid"):
+        raise ValueError(f"quadrature must be 'gauss' or 'trapezoid', got {quadrature!r}")
+    i, point = _hand_point(model, segment, point)
+    dtype = _float_dtype(q_start, q_end, coef)
+    cfg = _Config(None, _check_int("nodes", nodes, 2), coef.shape[0], "lbfgs", 1, 0.0, 0.0, 1, 0.0, 1, i,
+                  None if point is None else tuple(float(v) for v in np.asarray(point)), quadrature)
+    return _movement_jit(model.astype(dtype), jnp.asarray(q_start, dtype), jnp.asarray(q_end, dtype),
+                         jnp.asarray(duration, dtype), jnp.asarray(coef, dtype), cfg)
+
+
+_movement_jit = jax.jit(_movement, static_argnames=("cfg", "quadrature"))
+
+
+# ------------------------------------------------------------------ the solver
+
+
+_NAMES = tuple(sorted(COSTS))
+
+
+def _cost_fn(cfg: _Config, weights):
+    """The cost of a Movement: the user's function, or the weighted built-in costs.
+
+    Built-in costs share one compiled solver: the weights are an argument, and every
+    term is evaluated (a cost of the order of the torque change's alone)."""
+    if callable(cfg.cost):
+        user = cfg.cost
+
+        def f(m):
+            out = jnp.asarray(user(m))
+            if out.shape != ():
+                raise ValueError(f"a cost function must return a scalar, got shape {out.shape}")
+            return out
+
+        return f
+    return lambda m: sum(weights[k] * COSTS[name](m) for k, name in enumerate(_NAMES))
+
+
+def _solve_one(model: Model, q_start, q_end, duration, coef0, weights, cfg: _Config):
+    """Minimise the cost over the coefficients of one movement (see the module docstring)."""
+    import optax
+    import optax.tree_utils as otu
+
+    cost = _cost_fn(cfg, weights)
+    raw = lambda a: cost(_movement(model, q_start, q_end, duration, a, cfg))  # noqa: E731
+    dtype = q_start.dtype
+    tiny = jnp.finfo(dtype).tiny
+    c0, g0 = jax.value_and_grad(raw)(coef0)
+    # the initial cost sets the scale (tolerances are relative to it)
+    scale = jnp.where(jnp.isfinite(c0) & (jnp.abs(c0) > tiny), jnp.abs(c0), 1.0)
+    f = lambda a: raw(a) / scale  # noqa: E731
+    v0, g0 = c0 / scale, g0 / scale
+
+    if cfg.method == "lbfgs":
+        opt = optax.lbfgs(memory_size=cfg.memory,
+                          linesearch=optax.scale_by_zoom_linesearch(max_linesearch_steps=cfg.linesearch_steps))
+    else:
+        opt = optax.adam(cfg.learning_rate)
+
+    finite0 = jnp.isfinite(v0) & jnp.all(jnp.isfinite(g0))
+    gn0 = jnp.max(jnp.abs(g0))
+    status0 = jnp.where(~finite0, 3, jnp.where(gn0 <= cfg.gtol, 0, -1))
+    hist0 = jnp.full((cfg.maxiter + 1,), c0, dtype)
+
+    def cond(c):
+        return c[3] < 0
+
+    def body(c):
+        # (the line search returns the value and gradient at the new point in its
+        # state: optax.value_and_grad_from_state without its lax.cond, which vmap
+        # would turn into a second evaluation)
+        a, state, it, status, hist, v, g = c
+        if cfg.method == "lbfgs":
+            updates, state_new = opt.update(g, state, a, value=v, grad=g, value_fn=f)
+            a_new = optax.apply_updates(a, updates)
+            v_new, g_new = otu.tree_get(state_new, "value"), otu.tree_get(state_new, "grad")
+        else:
+            updates, state_new = opt.update(g, state, a)
+            a_new = optax.apply_updates(a, updates)
+            v_new, g_new = jax.value_and_grad(f)(a_new)
+        finite = jnp.isfinite(v_new) & jnp.all(jnp.isfinite(g_new)) & jnp.all(jnp.isfinite(a_new))
+        gn_new = jnp.max(jnp.abs(g_new))
+        dec = (v - v_new) / jnp.maximum(jnp.maximum(jnp.abs(v), jnp.abs(v_new)), tiny)
+        small = (dec >= 0) & (dec <= cfg.ftol) if cfg.method == "lbfgs" else False
+        it = it + 1
+        new_status = jnp.where(~finite, 3, jnp.where(gn_new <= cfg.gtol, 0, jnp.where(
+            small, 1, jnp.where(it >= cfg.maxiter, 2, -1))))
+        keep = finite  # a non-finite step is discarded: the last finite iterate stays
+        a = jnp.where(keep, a_new, a)
+        state = jax.tree_util.tree_map(lambda x, y: jnp.where(keep, x, y), state_new, state)
+        v = jnp.where(keep, v_new, v)
+        g = jnp.where(keep, g_new, g)
+        hist = jnp.where(jnp.arange(cfg.maxiter + 1) >= it, v * scale, hist)
+        return a, state, it, new_status, hist, v, g
+
+    c = (coef0, opt.init(coef0), jnp.asarray(0), status0, hist0, v0, g0)
+    a, _, it, status, hist, v, g = jax.lax.while_loop(cond, body, c)
+    gn = jnp.max(jnp.abs(g))
+    m = _movement(model, q_start, q_end, duration, a, cfg, "trapezoid")  # equally spaced times
+    return OptimalMovement(
+        t=m.t, q=m.q, qd=m.qd, qdd=m.qdd, tau=m.tau, hand=m.hand, hand_vel=m.hand_vel,
+        cost=v * scale, history=hist, iterations=it, converged=status <= 1, status=status,
+        grad_norm=gn, coef=a, q_start=q_start, q_end=q_end,
+    )
+
+
+# one problem: no vmap (under vmap, the line search's lax.cond becomes a select that
+# evaluates both branches, and batching the solver's jaxpr triples the tracing time)
+_solve_single = jax.jit(_solve_one, static_argnames=("cfg",))
+
+
+@functools.partial(jax.jit, static_argnames=("cfg", "model_batched"))
+def _solve_batch(model, q_start, q_end, duration, coef0, weights, cfg: _Config, model_batched: bool):
+    one = lambda m, a, b, d, c: _solve_one(m, a, b, d, c, weights, cfg)  # noqa: E731
+    return jax.vmap(one, in_axes=(0 if model_batched else None, 0, 0, 0, 0))(model, q_start, q_end, duration, coef0)
+
+
+# ------------------------------------------------------------------ public entry
+
+
+def _check_int(name, value, low):
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
+        raise ValueError(f"{name} must be an int >= {low}, got {value!r}")
+    if value < low:
+        raise ValueError(f"{name} must be >= {low}, got {value}")
+    return int(value)
+
+
+def _model_batch_shape(model: Model) -> tuple:
+    """Leading batch shape of a stacked model (leaves with extra leading axes)."""
+    shapes = []
+    for name, core in (("length", 1), ("com", 2), ("mass", 1), ("inertia", 1), ("attach", 1), ("origin", 1),
+                       ("gravity", 0)):
+        shape = np.shape(getattr(model, name))
+        shapes.append(shape[: len(shape) - core])
+    lead = shapes[0]
+    if any(s != lead for s in shapes):
+        raise ValueError(f"a batch of models must stack every parameter along the same leading axes, got "
+                         f"leading shapes {dict(zip(('length', 'com', 'mass', 'inertia', 'attach', 'origin', 'gravity'), shapes))}")
+    return tuple(lead)
+
+
+@functools.partial(jax.jit, static_argnames=("i", "batched"))
+def _hand_at(model, q, i, point, batched):
+    f = lambda m, qq: _hand_derivatives(m, i, point, qq, qq, qq, qq)[0]  # noqa: E731
+    return jax.vmap(f, in_axes=(0 if batched else None, 0))(model, q)
+
+
+def _check_reached(model, batched, q, target, name, i, point, out_of_reach):
+    """Hand targets the inverse kinematics did not meet were out of reach (projected)."""
+    pos = _hand_at(model, q, i, point, batched)
+    err = np.linalg.norm(np.asarray(pos) - np.asarray(target), axis=-1)
+    size = float(np.max(np.sum(np.abs(np.asarray(model.length)), axis=-1)))
+    bad = err > 1e-8 * max(size, 1e-3)
+    if np.any(bad):
+        first = int(np.argmax(bad))
+        msg = (f"{int(np.sum(bad))} {name} hand target(s) out of reach (first: batch index {first}, "
+               f"{np.asarray(target)[first]} m, {err[first]:.3g} m from the nearest reachable point)")
+        if out_of_reach == "raise":
+            raise ValueError(msg)
+        warnings.warn(msg + ": projected onto the workspace boundary", RuntimeWarning, stacklevel=3)
+
+
+def optimize(model: Model, start, end, duration, *, cost: Union[str, dict, Callable] = "torque_change", nodes: int = 100,
+             target: str = "joint", basis: int = 10, method: str = "lbfgs", maxiter: int = 300,
+             gtol: float = 1e-7, ftol: float = 1e-13, memory: int = 20, learning_rate: float = 1e-2,
+             linesearch_steps: int = 30, init=None, segment: Segment = -1, point=None, q_guess=None,
+             out_of_reach: str = "project", quadrature: str = "gauss", chunk: int | None = None,
+             progress: bool = False) -> OptimalMovement:  # fmt: skip
+    """Optimal rest-to-rest movement(s) between two postures or two hand positions.
+
+    Minimises ``cost`` over the trajectories q(t) that start at ``start`` and end at
+    ``end`` at rest (zero velocity and acceleration at both ends, exact by
+    construction: see :mod:`jaxmb.optimal`), with L-BFGS (or Adam) inside one
+    compiled call. Batches: ``start``, ``end``, ``duration`` and the model (a stacked
+    model, e.g. ``jax.tree.map(lambda *x: jnp.stack(x), *models)``) may carry leading
+    batch axes, broadcast against each other; every problem is solved independently
+    (``jax.vmap`` over the solver), e.g. reaches to 1,000 targets or one reach of
+    1,000 arms.
+
+    Args:
+      model: the model (any chain or tree; fixed or floating base), or a stacked batch.
+      start, end: with ``target="joint"``, (..., dof) coordinates (rad; m for base
+        translations); with ``target="hand"``, (..., 2) hand positions (m), turned into
+        postures by :func:`jaxmb.trajectory.inverse_kinematics` (the end from the
+        start posture, so a two-link arm keeps its elbow branch).
+      duration: movement time T, s (> 0), a scalar or a (...) batch.
+      cost: "torque_change" (default), "torque", "hand_jerk", "joint_jerk", a dict
+        of them with weights (e.g. ``{"torque_change": 1, "hand_jerk": 1e-3}``; all
+        built-in costs share one compiled solver), or a function
+        ``cost(movement) -> scalar`` of a :class:`Movement` (traced: use jnp; a new
+        function object compiles anew, so reuse it).
+      nodes: number of quadrature points the costs are integrated on (>= 2), and of
+        the equally spaced times (ends included) the result is given at.
+      target: "joint" or "hand", what ``start`` and ``end`` are.
+      basis: number K of correction functions per coordinate (>= 1; 10 resolves the
+        published optimal reaches to better than 1e-4 of their amplitude).
+      method: "lbfgs" (default) or "adam".
+      maxiter: most iterations (>= 1).
+      gtol: stop when the largest entry of the gradient of the normalised cost (the
+        cost divided by its initial value) with respect to the coefficients is below
+        gtol.
+      ftol: (L-BFGS) stop when an iteration lowers the normalised cost by less than
+        ftol relative.
+      memory: L-BFGS memory (pairs kept).
+      learning_rate: Adam's step size.
+      linesearch_steps: most steps of the zoom line search per L-BFGS iteration.
+      init: optional (..., K, dof) initial coefficients (default zeros: the
+        minimum-jerk path in joint coordinates).
+      segment, point: the hand, as in :func:`jaxmb.trajectory.hand_position` (default:
+        the distal end of the last segment).
+      q_guess: (dof,) or (..., dof) initial guess of the inverse kinematics of the
+        start (``target="hand"``).
+      out_of_reach: "project" (warn and move the target onto the workspace boundary)
+        or "raise" (ValueError), for hand targets.
+      quadrature: "gauss" (default: Gauss-Legendre points) or "trapezoid" (the
+        trapezoidal rule on the equally spaced times).
+      chunk: solve the batch in chunks of this many problems (one compilation; the
+        last chunk is padded), e.g. to show progress; None: all at once.
+      progress: show a ``tqdm`` progress bar over the chunks.
+
+    Returns:
+      an :class:`OptimalMovement` (NumPy-compatible JAX arrays), with the batch's
+      leading shape.
+
+    Raises:
+      ValueError: duration <= 0, mismatched shapes, an unknown cost, target or method,
+        nodes < 2, basis < 1, maxiter < 1, non-finite inputs, an out-of-reach hand
+        target with ``out_of_reach="raise"``.
+    """
+    # -------- arguments
+    if isinstance(cost, str):
+        cost = {cost: 1.0}
+    if isinstance(cost, dict):
+        unknown = sorted(set(cost) - set(COSTS))
+        if unknown:
+            raise ValueError(f"unknown cost {unknown[0]!r}: use one of {list(_NAMES)}, a dict of them with "
+                             f"weights, or a function of a Movement")
+        for k, v in cost.items():
+            if not (isinstance(v, (int, float, np.floating, np.integer)) and math.isfinite(v) and v >= 0):
+                raise ValueError(f"the weight of cost {k!r} must be a finite number >= 0, got {v!r}")
+        weights = np.array([float(cost.get(k, 0.0)) for k in _NAMES])
+        label = "+".join(k for k in _NAMES if k in cost)
+        cost = None
+    elif callable(cost):
+        weights, label = np.zeros(len(_NAMES)), "cost"
+    else:
+        raise ValueError(f"cost must be a name ({list(_NAMES)}), a dict of them with weights, or a function "
+                         f"of a Movement, got {cost!r}")
+    if target not in ("joint", "hand"):
+        raise ValueError(f"target must be 'joint' (start/end are coordinates) or 'hand' (hand positions), "
+                         f"got {target!r}")
+    if method not in ("lbfgs", "adam"):
+        raise ValueError(f"method must be 'lbfgs' or 'adam', got {method!r}")
+    if out_of_reach not in ("project", "raise"):
+        raise ValueError(f"out_of_reach must be 'project' or 'raise', got {out_of_reach!r}")
+    if quadrature not in ("gauss", "trapezoid"):
+        raise ValueError(f"quadrature must be 'gauss' or 'trapezoid', got {quadrature!r}")
+    nodes = _check_int("nodes", nodes, 2)
+    basis = _check_int("basis", basis, 1)
+    maxiter = _check_int("maxiter", maxiter, 1)
+    memory = _check_int("memory", memory, 1)
+    linesearch_steps = _check_int("linesearch_steps", linesearch_steps, 1)
+    if chunk is not None:
+        chunk = _check_int("chunk", chunk, 1)
+    for name, v in (("gtol", gtol), ("ftol", ftol), ("learning_rate", learning_rate)):
+        if not (isinstance(v, (int, float, np.floating)) and math.isfinite(v) and v >= 0):
+            raise ValueError(f"{name} must be a finite number >= 0, got {v!r}")
+    i, pt = _hand_point(model, segment, point)
+    pt_static = None if pt is None else tuple(float(v) for v in np.asarray(pt))
+
+    mshape = _model_batch_shape(model)
+    dof = model.dof
+    width = dof if target == "joint" else 2
+    what = f"coordinates (dof={dof})" if target == "joint" else "hand positions (x, y)"
+    arrays = {}
+    for name, x in (("start", start), ("end", end)):
+        x = np.asarray(x) if not isinstance(x, jax.Array) else x
+        if x.ndim < 1 or x.shape[-1] != width:
+            raise ValueError(f"{name} must have shape ({width},) or (..., {width}) with target={target!r}: "
+                             f"{what}, got shape {tuple(x.shape)}")
+        check_finite(x, name)
+        arrays[name] = x
+    start, end = arrays["start"], arrays["end"]
+    duration = np.asarray(duration) if not isinstance(duration, jax.Array) else duration
+    check_finite(duration, "duration")
+    if not np.all(np.asarray(duration) > 0):
+        raise ValueError(f"duration must be > 0 (s), got {np.asarray(duration).ravel()[:5]}")
+    dtype = _float_dtype(start, end, duration, *jax.tree_util.tree_leaves(model))
+    try:
+        lead = np.broadcast_shapes(start.shape[:-1], end.shape[:-1], np.shape(duration), mshape)
+    except ValueError:
+        raise ValueError(f"batch shapes do not broadcast: start {start.shape[:-1]}, end {end.shape[:-1]}, "
+                         f"duration {np.shape(duration)}, model {mshape}") from None
+    if init is not None:
+        init = np.asarray(init) if not isinstance(init, jax.Array) else init
+        if init.ndim < 2 or init.shape[-2:] != (basis, dof):
+            raise ValueError(f"init must have shape (..., basis={basis}, dof={dof}), got {tuple(init.shape)}")
+        check_finite(init, "init")
+        lead = np.broadcast_shapes(lead, init.shape[:-2])
+    lead = tuple(lead)
+    B = int(np.prod(lead)) if lead else 1
+
+    # -------- flatten the batch
+    mdl = model.astype(dtype)
+    batched_model = bool(mshape)
+    if batched_model:
+        mdl = jax.tree_util.tree_map(
+            lambda x: jnp.broadcast_to(x, lead + x.shape[len(mshape):]).reshape((B,) + x.shape[len(mshape):]), mdl)
+    flat = lambda x, core: jnp.broadcast_to(jnp.asarray(x, dtype), lead + core).reshape((B,) + core)  # noqa: E731
+    start_f, end_f = flat(start, (width,)), flat(end, (width,))
+    dur_f = flat(duration, ())
+    coef0 = flat(np.zeros((basis, dof)) if init is None else init, (basis, dof))
+
+    if target == "hand":
+        guess = None if q_guess is None else flat(q_guess, (dof,))
+        if batched_model:  # traced models: projected silently here, reported below
+            ik = lambda m, tt, g: inverse_kinematics(m, tt, g, segment=i, point=pt)  # noqa: E731
+            if guess is None:
+                qs = jax.vmap(lambda m, tt: inverse_kinematics(m, tt, segment=i, point=pt))(mdl, start_f)
+            else:
+                qs = jax.vmap(ik)(mdl, start_f, guess)
+            qe = jax.vmap(ik)(mdl, end_f, qs)
+        else:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore", RuntimeWarning)  # reported below, once per set
+                qs = inverse_kinematics(mdl, start_f, guess, segment=i, point=pt)
+                qe = inverse_kinematics(mdl, end_f, qs, segment=i, point=pt)
+        # the end posture continues the start's angles (no 2 pi jump between them)
+        nb = model.nbase
+        d = qe[:, nb:] - qs[:, nb:]
+        qe = qe.at[:, nb:].set(qs[:, nb:] + jnp.mod(d + jnp.pi, 2 * jnp.pi) - jnp.pi)
+        _check_reached(mdl, batched_model, qs, start_f, "start", i, pt, out_of_reach)
+        _check_reached(mdl, batched_model, qe, end_f, "end", i, pt, out_of_reach)
+        q_start_f, q_end_f = qs, qe
+    else:
+        q_start_f, q_end_f = start_f, end_f
+
+    cfg = _Config(cost, nodes, basis, method, maxiter, float(gtol), float(ftol), memory, float(learning_rate),
+                  linesearch_steps, i, pt_static, quadrature)
+    w = jnp.asarray(weights, dtype)
+
+    # -------- solve (in chunks, with progress)
+    if B == 1:
+        m1 = jax.tree_util.tree_map(lambda x: x[0], mdl) if batched_model else mdl
+        res = _solve_single(m1, q_start_f[0], q_end_f[0], dur_f[0], coef0[0], w, cfg)
+        res = jax.tree_util.tree_map(lambda x: x[None], res)
+    elif chunk is None or chunk >= B:
+        res = _solve_batch(mdl, q_start_f, q_end_f, dur_f, coef0, w, cfg, batched_model)
+    else:
+        n_chunks = -(-B // chunk)
+        pad = n_chunks * chunk - B
+        padder = lambda x: jnp.concatenate([x, jnp.repeat(x[-1:], pad, 0)]) if pad else x  # noqa: E731
+        args = [padder(x) for x in (q_start_f, q_end_f, dur_f, coef0)]
+        mdl_p = jax.tree_util.tree_map(padder, mdl) if batched_model else mdl
+        bar = None
+        if progress:
+            from tqdm.auto import tqdm
+
+            bar = tqdm(total=B, unit="movement", desc=f"optimize ({label})")
+        parts = []
+        for k in range(n_chunks):
+            sl = slice(k * chunk, (k + 1) * chunk)
+            m_k = jax.tree_util.tree_map(lambda x: x[sl], mdl_p) if batched_model else mdl
+            r = _solve_batch(m_k, *(x[sl] for x in args), w, cfg, batched_model)
+            jax.block_until_ready(r)
+            parts.append(r)
+            if bar is not None:
+                bar.update(min(chunk, B - k * chunk))
+        if bar is not None:
+            bar.close()
+        res = jax.tree_util.tree_map(lambda *xs: jnp.concatenate(xs)[:B], *parts)
+
+    # -------- unflatten
+    t = res.t[0]
+    out = {f: getattr(res, f).reshape(lead + getattr(res, f).shape[1:]) for f in OptimalMovement._fields if f != "t"}
+    return OptimalMovement(t=t, **out)
