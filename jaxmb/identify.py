@@ -29,7 +29,9 @@ segment the grouped parameters
 
 with M_i the total mass distal to segment i and a_i the distance of the next joint
 (the segment length in a chain); no mass is identifiable. Joint reaction forces
-make every mass, and so all 4 n parameters, identifiable. The module docstring of
+make every mass identifiable, and so all 4 n parameters, as long as the root's mass
+is seen: through gravity or the acceleration of a moving base (a fixed base in a
+horizontal plane leaves m_1 out: 4 n - 1). The module docstring of
 the tests derives these ranks by hand and checks them with SymPy.
 
 Fitting (:func:`fit`): (1) linear least squares on the base parameters; (2) a
@@ -50,6 +52,7 @@ of mass), in that order per segment.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import math
 from typing import NamedTuple, Sequence
 
@@ -114,30 +117,39 @@ def _physical_names(model: Model) -> tuple:
     return tuple(f"{p}[{s}]" for s in model.names for p in PHYSICAL)
 
 
+def _xp(x):
+    return np if isinstance(x, np.ndarray) else jnp
+
+
 def _pi_from_physical(phys):
-    """(..., n, 4) physical (m, cx, cy, I) -> (..., 4 n) barycentric (m, m cx, m cy, I + m |c|^2)."""
+    """(..., n, 4) physical (m, cx, cy, I) -> (..., 4 n) barycentric (m, m cx, m cy, I + m |c|^2).
+    NumPy in, NumPy out (no compilation); JAX arrays and tracers stay JAX."""
+    xp = _xp(phys)
     m, cx, cy, inertia = phys[..., 0], phys[..., 1], phys[..., 2], phys[..., 3]
-    pi = jnp.stack([m, m * cx, m * cy, inertia + m * (cx * cx + cy * cy)], -1)
+    pi = xp.stack([m, m * cx, m * cy, inertia + m * (cx * cx + cy * cy)], -1)
     return pi.reshape(pi.shape[:-2] + (-1,))
 
 
 def _physical_from_pi(pi):
     """(..., 4 n) barycentric -> (..., n, 4) physical; no check (mass may be <= 0)."""
+    xp = _xp(pi)
     p = pi.reshape(pi.shape[:-1] + (-1, 4))
     m = p[..., 0]
     cx, cy = p[..., 1] / m, p[..., 2] / m
-    return jnp.stack([m, cx, cy, p[..., 3] - m * (cx * cx + cy * cy)], -1)
+    return xp.stack([m, cx, cy, p[..., 3] - m * (cx * cx + cy * cy)], -1)
 
 
-def to_physical(model: Model) -> jax.Array:
+def to_physical(model: Model):
     """(segments, 4) physical parameters: mass kg, com along and across m, inertia kg m^2
-    about the centre of mass."""
-    com = jnp.asarray(model.com)
-    return jnp.stack([jnp.asarray(model.mass), com[:, 0], com[:, 1], jnp.asarray(model.inertia)], -1)
+    about the centre of mass (a NumPy array for a concrete model, JAX under tracing)."""
+    leaves = (model.mass, model.com, model.inertia)
+    xp = jnp if any(isinstance(x, jax.core.Tracer) for x in leaves) else np
+    com = xp.asarray(model.com)
+    return xp.stack([xp.asarray(model.mass), com[:, 0], com[:, 1], xp.asarray(model.inertia)], -1)
 
 
-def to_parameters(model: Model) -> jax.Array:
-    """Barycentric parameters pi, (4 * segments,).
+def to_parameters(model: Model):
+    """Barycentric parameters pi, (4 * segments,) (NumPy for a concrete model).
 
     For each segment in order: m (kg), m c_along, m c_across (kg m; c from the
     proximal joint) and J = I + m |c|^2 (kg m^2, the moment of inertia about the
@@ -228,7 +240,7 @@ def from_parameters(model: Model, pi) -> Model:
     c = consistency(model, pi)
     if not c.ok:
         raise ValueError("physically inconsistent parameters: " + "; ".join(c.problems))
-    return from_physical(model, np.asarray(_physical_from_pi(jnp.asarray(_check_pi(model, pi)))))
+    return from_physical(model, _physical_from_pi(_check_pi(model, pi)))
 
 
 # -------------------------------------------------------------------- regressor
@@ -254,6 +266,48 @@ def _engine(quantity, q, qd, qdd, joints, frame):
 
 def _massless(model: Model) -> Model:
     return dataclasses.replace(model, mass=jnp.zeros_like(model.mass), inertia=jnp.zeros_like(model.inertia))
+
+
+@functools.partial(jax.jit, static_argnames=("quantity", "joints", "frame"))
+def _regressor_jit(model, q, qd, qdd, loads, quantity, joints, frame):
+    # one compiled program for the Jacobian and the load term (about half the compile
+    # time of the same derivatives taken eagerly through the engine)
+    f = _engine(quantity, q, qd, qdd, joints, frame)
+    Y = jax.jacfwd(lambda p: f(_with_physical(model, _physical_from_pi(p)), None))(to_parameters(model))
+    if loads is None:
+        return Y, jnp.zeros(Y.shape[:-1], Y.dtype)
+    return Y, jnp.broadcast_to(f(_massless(model), loads), Y.shape[:-1])
+
+
+@functools.partial(jax.jit, static_argnames=("quantity", "joints", "frame"))
+def _sensitivity_jit(model, q, qd, qdd, quantity, joints, frame):
+    f = _engine(quantity, q, qd, qdd, joints, frame)
+    return jax.jacfwd(lambda ph: f(_with_physical(model, ph), None))(to_physical(model))
+
+
+def _prepare(model: Model, quantity, q, qd, qdd, loads, joints, frame):
+    """Eager checks (the traced engine cannot see NaN): arrays, finite, joints as a tuple."""
+    _check_quantity(quantity)
+    if frame not in ("world", "segment"):
+        raise ValueError(f"frame must be 'world' or 'segment', got {frame!r}")
+    out = []
+    for x, nm in ((q, "q"), (qd, "qd"), (qdd, "qdd"), (loads, "loads")):
+        if x is None:
+            out.append(None)
+            continue
+        a = x if isinstance(x, jax.Array) else np.asarray(x)
+        if a.dtype.kind not in "fiub":
+            raise ValueError(f"{nm} must be a numeric array, got dtype {a.dtype}")
+        if not isinstance(a, jax.core.Tracer):
+            _check_finite(np.asarray(a), nm)
+        out.append(a)
+    if joints is not None:
+        if isinstance(joints, (str, int, np.integer)):
+            joints = (joints,)
+        joints = tuple(model.index(j) for j in joints)
+        if not joints:
+            raise ValueError("joints is empty: give None for all joints, or a list of indices or names")
+    return out, joints
 
 
 def regressor(model: Model, q, qd, qdd, loads=None, *, quantity: str = "inverse_dynamics", joints=None,
@@ -288,16 +342,8 @@ def regressor(model: Model, q, qd, qdd, loads=None, *, quantity: str = "inverse_
       ValueError: an unknown quantity, or inputs that the engine rejects (shapes,
         NaN), with the engine's message.
     """
-    _check_quantity(quantity)
-    f = _engine(quantity, q, qd, qdd, joints, frame)
-    pi0 = to_parameters(model)
-    Y = jax.jacfwd(lambda p: f(_with_physical(model, _physical_from_pi(p)), None))(pi0)
-    if loads is None:
-        y0 = jnp.zeros(Y.shape[:-1], Y.dtype)
-    else:
-        y0 = f(_massless(model), loads)
-        y0 = jnp.broadcast_to(y0, Y.shape[:-1])
-    return Y, y0
+    (q, qd, qdd, loads), joints = _prepare(model, quantity, q, qd, qdd, loads, joints, frame)
+    return _regressor_jit(model, q, qd, qdd, loads, quantity, joints, frame)
 
 
 # ------------------------------------------------------------- identifiability
@@ -372,7 +418,8 @@ def _symbols(model: Model) -> list:
     """(value, word) pairs for the coefficients the grouping of parameters produces:
     the joint distances a_k (``L[parent]`` where the joint is at the parent's end),
     their squares and products."""
-    a = np.asarray(model.joint_attach, dtype=float)
+    par = np.maximum(np.asarray(model.parent), 0)
+    a = np.where(model.attach_end, np.asarray(model.length, dtype=float)[par], np.asarray(model.attach, dtype=float))
     base = []
     for k, p in enumerate(model.parent):
         if p < 0:
@@ -770,12 +817,44 @@ class _Config(NamedTuple):
     prior: bool
 
 
-def _z_from_physical(phys):
-    return jnp.stack([jnp.log(phys[..., 0]), phys[..., 1], phys[..., 2], jnp.log(phys[..., 3])], -1)
+# Mass and inertia are floor + exp(z): positive by construction, and never rounded to
+# zero when the data push one to the boundary of physical consistency (the floor is
+# _FLOOR times the segment's scale: the starting mass, and that mass times L^2).
+_FLOOR = 1e-9
 
 
-def _physical_from_z(z):
-    return jnp.stack([jnp.exp(z[..., 0]), z[..., 1], z[..., 2], jnp.exp(z[..., 3])], -1)
+def _floor(model: Model) -> np.ndarray:
+    """(n, 4) lower bounds of the fit's mass and inertia (0 for the centre of mass)."""
+    m = np.asarray(model.mass, dtype=float)
+    L = np.maximum(np.asarray(model.length, dtype=float), 1e-3)
+    out = np.zeros((model.segments, 4))
+    out[:, 0], out[:, 3] = _FLOOR * m, _FLOOR * m * L * L
+    return out
+
+
+def _z_from_physical(phys, floor=0.0):
+    xp = _xp(phys)
+    f = xp.broadcast_to(xp.asarray(floor), phys.shape)
+    return xp.stack([xp.log(phys[..., 0] - f[..., 0]), phys[..., 1], phys[..., 2], xp.log(phys[..., 3] - f[..., 3])], -1)
+
+
+def _physical_from_z(z, floor=0.0):
+    xp = _xp(z)
+    f = xp.broadcast_to(xp.asarray(floor), z.shape)
+    return xp.stack([f[..., 0] + xp.exp(z[..., 0]), z[..., 1], z[..., 2], f[..., 3] + xp.exp(z[..., 3])], -1)
+
+
+def _dpi_dz(phys: np.ndarray, floor: np.ndarray) -> np.ndarray:
+    """(4 n, 4 n) Jacobian of pi with respect to z = (log(m - floor), cx, cy, log(I - floor))."""
+    n = phys.shape[0]
+    out = np.zeros((4 * n, 4 * n))
+    for i, (m, cx, cy, inertia) in enumerate(phys):
+        b = 4 * i
+        em, ei = m - floor[i, 0], inertia - floor[i, 3]  # d m / d z0, d I / d z3
+        blk = np.array([[em, 0, 0, 0], [em * cx, m, 0, 0], [em * cy, 0, m, 0],
+                        [em * (cx * cx + cy * cy), 2 * m * cx, 2 * m * cy, ei]])  # fmt: skip
+        out[b:b + 4, b:b + 4] = blk
+    return out
 
 
 def _safe_norm(v):
@@ -797,7 +876,7 @@ def _huber_residual(r, delta):
 def _residual_parts(zf, data, cfg: _Config):
     """(data residuals (N,), prior residuals (P,)) scaled, for free z values zf."""
     z = data["z0"].reshape(-1).at[jnp.asarray(cfg.free)].set(zf).reshape(cfg.n, 4)
-    phys = _physical_from_z(z)
+    phys = _physical_from_z(z, data["floor"])
     pi = _pi_from_physical(phys)
     parts = []
     if cfg.moments:
@@ -860,7 +939,9 @@ def _lm(zf0, data, cfg: _Config, max_iter: int, ftol, xtol, gtol):
         ok = jnp.isfinite(cn) & (cn < c)
         rho = (c - cn) / jnp.where(pred > 0, pred, 1.0)
         lam_ok = lam * jnp.maximum(1 / 3, 1 - (2 * rho - 1) ** 3)
-        small_f = ok & ((c - cn) <= ftol * c)
+        # an accepted step that barely lowers the cost, or a model that predicts no
+        # useful decrease (already at the minimum, to round-off)
+        small_f = (ok & ((c - cn) <= ftol * c)) | ((pred >= 0) & (pred <= ftol * c) & (lam <= 1.0))
         small_x = ok & (jnp.linalg.norm(step) <= xtol * (jnp.linalg.norm(z) + xtol))
         small_g = jnp.max(jnp.abs(g)) <= gtol
         new_status = jnp.where(small_g, 3, jnp.where(small_f, 1, jnp.where(small_x, 2, 0)))
@@ -876,13 +957,17 @@ def _lm(zf0, data, cfg: _Config, max_iter: int, ftol, xtol, gtol):
     dt = zf0.dtype
     state = (zf0, c0, jnp.asarray(1e-3, dt), jnp.asarray(2.0, dt), jnp.asarray(0), jnp.where(jnp.isfinite(c0), 0, -3))
     z, c, _, _, it, status = jax.lax.while_loop(lambda s: s[5] == 0, body, state)
-    rd, rp = _residual_parts(z, data, cfg)
-    Jd = jax.jacfwd(lambda zz: _residual_parts(zz, data, cfg)[0])(z)
-    Jp = jax.jacfwd(lambda zz: _residual_parts(zz, data, cfg)[1])(z)
-    return z, c, it, status, rd, Jd, Jp
+    r, J = lin(z)
+    nd = r.shape[0] - (len(cfg.free) if cfg.prior else 0)  # data rows first, then the prior's
+    return z, c, it, status, r[:nd], J[:nd], J[nd:]
 
 
-_lm_jit = jax.jit(_lm, static_argnames=("cfg", "max_iter"))
+_lm_jit = jax.jit(_lm, static_argnames=("cfg",))
+
+
+@functools.partial(jax.jit, static_argnames=("cfg",))
+def _data_jacobian(zf, data, cfg):
+    return jax.jacfwd(lambda zz: _residual_parts(zz, data, cfg)[0])(zf)
 
 
 def _as_float_array(x, name):
@@ -1015,8 +1100,10 @@ def fit(model: Model, q, qd, qdd, *, moments=None, reactions=None, loads=None, f
       prior: optional :class:`Prior` (e.g. :func:`table_prior`): a weighted
         deviation penalty on the free physical parameters.
       sigma: optional {"moments": N m, "reactions": N}: the measurement noise of each
-        kind (default: the RMS of the measurements, with the variance factor of the
-        standard errors estimated from the residuals).
+        kind. Default: estimated from the residuals (start from the RMS of the
+        measurements, fit, set sigma to the RMS residual of each kind, refit; up to 4
+        passes, until it changes by less than 10 %), and the standard errors use the
+        residual variance.
       loss: "l2" or "huber".
       moment_weights, reaction_weights: optional weights >= 0 broadcasting to the
         samples (...) or to the data ((..., segments)); 0 ignores a value (e.g. a
@@ -1059,7 +1146,7 @@ def fit(model: Model, q, qd, qdd, *, moments=None, reactions=None, loads=None, f
             raise ValueError(f"sigma[{k!r}] must be a positive number, got {v!r}")
 
     data, kinds, linear = {}, [], []
-    nobs = {}
+    nobs, scale, data_rms = {}, {}, {}
     Yq = {}
     if moments is not None:
         mom = _as_float_array(moments, "moments")
@@ -1072,7 +1159,9 @@ def fit(model: Model, q, qd, qdd, *, moments=None, reactions=None, loads=None, f
         keep = w.reshape(-1) > 0
         Ym = np.asarray(Y).reshape(-1, 4 * n)[keep]
         meas = mom.reshape(-1)[keep]
-        s = float(sigma.get("moments", np.sqrt(np.mean(meas**2)) if meas.size else 1.0)) or 1.0
+        data_rms["moments"] = float(np.sqrt(np.mean(meas**2))) if meas.size else 1.0
+        s = float(sigma.get("moments", data_rms["moments"])) or 1.0
+        scale["moments"] = s
         data.update(m_Y=Ym, m_y0=np.asarray(y0).reshape(-1)[keep], m_meas=meas, m_w=w.reshape(-1)[keep] / s)
         kinds.append("moments")
         nobs["moments"] = int(keep.sum())
@@ -1097,8 +1186,9 @@ def fit(model: Model, q, qd, qdd, *, moments=None, reactions=None, loads=None, f
         Yr = np.asarray(Y).reshape(-1, 2, 4 * n)[keep]
         y0r = np.asarray(y0).reshape(-1, 2)[keep]
         meas = rea.reshape((-1, 2) if rkind == "vector" else (-1,))[keep]
-        s = float(sigma.get("reactions", np.sqrt(np.mean(np.sum(np.reshape(meas, (meas.shape[0], -1)) ** 2, 1))
-                                                         / (2 if rkind == "vector" else 1)) if meas.size else 1.0)) or 1.0  # fmt: skip
+        data_rms["reactions"] = float(np.sqrt(np.mean(meas**2))) if meas.size else 1.0
+        s = float(sigma.get("reactions", data_rms["reactions"])) or 1.0
+        scale["reactions"] = s
         wr = w.reshape(-1)[keep] / s
         if rkind == "vector":
             data.update(r_Y=Yr.reshape(-1, 4 * n), r_y0=y0r.reshape(-1), r_meas=meas.reshape(-1),
@@ -1133,9 +1223,11 @@ def fit(model: Model, q, qd, qdd, *, moments=None, reactions=None, loads=None, f
 
     # (2) the consistent fit
     phys0 = np.asarray(to_physical(model), dtype=float)
-    z0 = np.asarray(_z_from_physical(jnp.asarray(phys0)))
+    floor = _floor(model)
+    z0 = _z_from_physical(phys0, floor)
     dtype = jnp.result_type(float)
     data["z0"] = z0
+    data["floor"] = floor
     if prior is not None:
         data["p_mean"], data["p_sd"] = prior.mean, prior.sd
     cfg = _Config(n, free_idx, moments is not None, rkind, False, prior is not None)
@@ -1147,8 +1239,33 @@ def fit(model: Model, q, qd, qdd, *, moments=None, reactions=None, loads=None, f
     gtol = (1e-6 if eps > 1e-10 else 1e-10) if gtol is None else float(gtol)
     _identifiable_or_raise(model, zf0, jdata, cfg, free_idx, rtol, prior is not None, kinds)
 
-    z, c, it, status, rd, Jd, Jp = _lm_jit(zf0, jdata, cfg, int(max_iter), ftol, xtol, gtol)
-    iters = int(it)
+    # sigma not given: start from the RMS of each data kind, then re-estimate it from the
+    # residuals and refit (variance components), so that the data kinds, and the data
+    # against the prior, weigh by their noise rather than by their size
+    wkey = {"moments": "m_w", "reactions": "r_w"}
+    raw_w = {k: data[wkey[k]] * scale[k] for k in kinds}
+    z, iters = zf0, 0
+    for _ in range(1 if all(k in sigma for k in kinds) else 4):
+        z, c, it, status, rd, Jd, Jp = _lm_jit(z, jdata, cfg, int(max_iter), ftol, xtol, gtol)
+        iters += int(it)
+        if int(status) <= 0 or all(k in sigma for k in kinds):
+            break
+        rd_np, off, new_scale = np.asarray(rd), 0, dict(scale)
+        for k in kinds:
+            cnt = nobs[k]
+            r = rd_np[off:off + cnt] * scale[k]
+            off += cnt
+            if k not in sigma:
+                new_scale[k] = float(np.sqrt(np.sum(r * r) / max(np.sum(raw_w[k] ** 2), 1e-300)))
+        est = [k for k in kinds if k not in sigma]
+        if all(new_scale[k] <= 1e3 * eps * data_rms[k] for k in est):
+            break  # residuals at round-off: the data are fitted exactly, nothing to weigh
+        change = max(abs(new_scale[k] / scale[k] - 1) for k in est)
+        for k in est:
+            scale[k] = max(new_scale[k], 1e3 * eps * data_rms[k])
+            jdata[wkey[k]] = jnp.asarray(raw_w[k] / scale[k], dtype)
+        if change < 0.1:
+            break
     if loss == "huber" and int(status) > 0:
         deltas = []
         off = 0
@@ -1182,16 +1299,15 @@ def fit(model: Model, q, qd, qdd, *, moments=None, reactions=None, loads=None, f
     zfull = z0.reshape(-1).copy()
     zfull[list(free_idx)] = z_np
     zfull = zfull.reshape(n, 4)
-    phys = np.asarray(_physical_from_z(jnp.asarray(zfull)))
-    # delta method: d phys / d z = diag(m, 1, 1, I); d pi / d z by autodiff
+    phys = _physical_from_z(zfull, floor)
+    # delta method: d phys / d z = diag(m - floor, 1, 1, I - floor), d pi / d z by hand
     dphys = np.ones((n, 4))
-    dphys[:, 0], dphys[:, 3] = phys[:, 0], phys[:, 3]
+    dphys[:, 0], dphys[:, 3] = phys[:, 0] - floor[:, 0], phys[:, 3] - floor[:, 3]
     dphys = dphys.reshape(-1)[list(free_idx)]
     var_phys = np.zeros(4 * n)
     with np.errstate(invalid="ignore"):
         var_phys[list(free_idx)] = dphys**2 * np.diag(cov_z)
-    Jpi = np.asarray(jax.jacfwd(lambda zz: _pi_from_physical(_physical_from_z(zz.reshape(n, 4))))(jnp.asarray(zfull.reshape(-1))))
-    Jpi = Jpi[:, list(free_idx)]
+    Jpi = _dpi_dz(phys, floor)[:, list(free_idx)]
     # directions the data and the prior leave undetermined have infinite variance
     finite = np.isfinite(cov_z).all(1)
     cov_pi = Jpi[:, finite] @ cov_z[np.ix_(finite, finite)] @ Jpi[:, finite].T
@@ -1201,8 +1317,13 @@ def fit(model: Model, q, qd, qdd, *, moments=None, reactions=None, loads=None, f
     stderr = np.sqrt(np.maximum(np.diag(cov_pi), 0.0))
     stderr_phys = np.sqrt(np.maximum(var_phys, 0.0)).reshape(n, 4)
 
+    at_bound = tuple(f"{PHYSICAL[j]}[{model.names[i]}]" for i, j in zip(*np.nonzero(
+        mask & (phys <= 1e3 * np.where(floor > 0, floor, -np.inf)))))  # fmt: skip
+    status_text = _STATUS.get(status, f"status {status}")
+    if at_bound:
+        status_text += "; at the bound of physical consistency (the data push them to 0): " + ", ".join(at_bound)
     fitted = from_physical(model, phys)
-    pi = np.asarray(_pi_from_physical(jnp.asarray(phys)))
+    pi = _pi_from_physical(phys)
     residuals, rms = {}, {}
     for k, (Y, y0, w, meas) in Yq.items():
         yk = np.asarray(Y) @ pi + np.asarray(y0)
@@ -1215,7 +1336,7 @@ def fit(model: Model, q, qd, qdd, *, moments=None, reactions=None, loads=None, f
         rms[k] = float(np.sqrt(np.sum(wk * r * r) / max(np.sum(wk), 1e-300)))
     return FitResult(model=fitted, initial=model, parameters=pi, stderr=stderr, physical=phys,
                      stderr_physical=stderr_phys, covariance=cov_pi, residuals=residuals, rms=rms,
-                     converged=converged, status=_STATUS.get(status, f"status {status}"), iterations=iters,
+                     converged=converged, status=status_text, iterations=iters,
                      cost=float(c), free=mask, base=base, names=parameter_names(model), _z=z_np, _cov_z=cov_z)  # fmt: skip
 
 
@@ -1237,21 +1358,22 @@ def _identifiable_or_raise(model, zf0, jdata, cfg, free_idx, rtol, has_prior, ki
     """Raise when the data cannot determine the free parameters at the start (no prior)."""
     if has_prior:
         return
-    Jd = np.asarray(jax.jacfwd(lambda zz: _residual_parts(zz, jdata, cfg)[0])(zf0), dtype=float)
+    Jd = np.asarray(_data_jacobian(zf0, jdata, cfg), dtype=float)
     if not np.isfinite(Jd).all():
         raise ValueError("the data give a non-finite Jacobian at the starting model: check the inputs")
     norms = np.linalg.norm(Jd, axis=0)
     names = _physical_names(model)
-    zero = [names[free_idx[j]] for j in np.flatnonzero(norms <= 1e-13 * max(norms.max(), 1e-300))]
-    scaled = Jd / np.where(norms > 0, norms, 1.0)
-    _, s, Vt = np.linalg.svd(scaled, full_matrices=False)
+    absent = norms <= 1e-13 * max(norms.max(), 1e-300)
+    words = [f"{names[free_idx[j]]} (absent from the data)" for j in np.flatnonzero(absent)]
+    seen = np.flatnonzero(~absent)
     tol = (1e-7 if jnp.finfo(jnp.result_type(float)).eps < 1e-10 else 1e-3) if rtol is None else rtol
-    weak = s < tol * s[0] if s.size else np.array([], bool)
-    if zero or weak.any():
-        words = []
-        for v in Vt[weak]:
+    if seen.size:
+        scaled = Jd[:, seen] / norms[seen]
+        _, s, Vt = np.linalg.svd(scaled, full_matrices=False)
+        for v in Vt[s < tol * s[0]]:  # combinations the data barely change
             big = np.flatnonzero(np.abs(v) > 0.2 * np.abs(v).max())
-            words.append(" with ".join(names[free_idx[j]] for j in big))
+            words.append(" with ".join(names[free_idx[seen[j]]] for j in big))
+    if words:
         what = " and ".join(kinds)
         raise ValueError(
             f"too little excitation: the {what} cannot identify every free parameter; "
@@ -1281,9 +1403,8 @@ def sensitivity(model: Model, q, qd, qdd, *, quantity: str = "joint_moments", jo
       (..., out, segments, 4): e.g. ``(T, n, n, 4)`` for moments, N m per kg, per m
       and per kg m^2; ``(T, joints, 2, n, 4)`` for reactions, N per unit.
     """
-    _check_quantity(quantity)
-    f = _engine(quantity, q, qd, qdd, joints, frame)
-    return jax.jacfwd(lambda ph: f(_with_physical(model, ph), None))(to_physical(model))
+    (q, qd, qdd, _), joints = _prepare(model, quantity, q, qd, qdd, None, joints, frame)
+    return _sensitivity_jit(model, q, qd, qdd, quantity, joints, frame)
 
 
 # -------------------------------------------------------------------- Monte Carlo
@@ -1319,11 +1440,12 @@ def _draw_physical(model: Model, spread, draws: int, seed: int) -> tuple:
             raise ValueError("this fit has undetermined parameters (infinite standard errors): "
                              "fix them or fit with a prior before propagating its uncertainty")  # fmt: skip
         free_idx = np.flatnonzero(spread.free.reshape(-1))
-        zc = np.asarray(_z_from_physical(jnp.asarray(spread.physical))).reshape(-1)
+        floor = _floor(spread.initial)
+        zc = _z_from_physical(spread.physical, floor).reshape(-1)
         L = np.linalg.cholesky(spread._cov_z + 1e-300 * np.eye(len(free_idx)))
         zs = np.broadcast_to(zc, (draws, 4 * n)).copy()
         zs[:, free_idx] += rng.standard_normal((draws, len(free_idx))) @ L.T
-        return spread.physical, np.asarray(_physical_from_z(jnp.asarray(zs.reshape(draws, n, 4))))
+        return spread.physical, _physical_from_z(zs.reshape(draws, n, 4), floor)
     mean, sd = _check_prior(model, spread)
     out = np.empty((draws, n, 4))
     # mass and inertia log-normal with the given mean and sd (always positive),
@@ -1337,9 +1459,12 @@ def _draw_physical(model: Model, spread, draws: int, seed: int) -> tuple:
 
 
 @jax.jit
-def _propagate(Y, y0, pis, levels):
+def _propagate(Y, y0, phys, center, levels):
+    # y_d = Y pi_d + y0 for every draw d: one matrix product (the dynamics are linear in pi)
+    pis = _pi_from_physical(phys)
     ys = jnp.einsum("...p,dp->d...", Y, pis) + y0
-    return ys, jnp.mean(ys, 0), jnp.std(ys, 0), jnp.quantile(ys, levels, axis=0)
+    nominal = Y @ _pi_from_physical(center) + y0
+    return ys, nominal, jnp.mean(ys, 0), jnp.std(ys, 0), jnp.quantile(ys, levels, axis=0)
 
 
 def monte_carlo(model: Model, q, qd, qdd, loads=None, *, spread, draws: int = 1000, seed: int = 0,
@@ -1379,9 +1504,8 @@ def monte_carlo(model: Model, q, qd, qdd, loads=None, *, spread, draws: int = 10
         raise ValueError(f"levels must be numbers in [0, 1], got {levels!r}")
     center, phys = _draw_physical(model, spread, int(draws), int(seed))
     Y, y0 = regressor(model, q, qd, qdd, loads, quantity=quantity, joints=joints, frame=frame)
-    pis = _pi_from_physical(jnp.asarray(phys, Y.dtype))
-    ys, mean, sd, qs = _propagate(Y, y0, pis, jnp.asarray(lv, Y.dtype))
-    nominal = Y @ _pi_from_physical(jnp.asarray(center, Y.dtype)) + y0
+    ys, nominal, mean, sd, qs = _propagate(Y, y0, jnp.asarray(phys, Y.dtype), jnp.asarray(center, Y.dtype),
+                                           jnp.asarray(lv, Y.dtype))  # fmt: skip
     return Bands(np.asarray(nominal), np.asarray(mean), np.asarray(sd), np.asarray(qs), lv,
                  np.asarray(ys) if samples else None, phys)  # fmt: skip
 
@@ -1460,8 +1584,12 @@ def recover_running(fraction: float = 0.3, seed: int = 0, *, loss: str = "huber"
     Returns:
       dict: true (model), start (model), fit (:class:`FitResult`, moments and force
       magnitudes), moments_only (:class:`BaseParameters` of the moments alone),
-      with_forces (:class:`BaseParameters` with the reactions), rows (list of dicts:
-      parameter, true, start, fitted, stderr, error, identifiable_from_moments).
+      with_forces (:class:`BaseParameters` of the moments and the force magnitudes
+      linearised at the true parameters), rows (list of dicts, one per physical
+      parameter: parameter, unit, true, start, fitted, stderr, error,
+      relative_error (of the true value, or of the length for the centre of mass),
+      identifiable_from_moments (the physical parameter on its own), barycentric
+      (m, mx, my or J of the same segment) and whether moments alone identify it).
     """
     trial = running_trial()
     sel = slice(None) if frames is None else frames
@@ -1473,9 +1601,13 @@ def recover_running(fraction: float = 0.3, seed: int = 0, *, loss: str = "huber"
               loads=loads, moment_weights=trial["moment_weights"][sel], loss=loss)  # fmt: skip
     given = trial["moment_weights"][sel] > 0
     Ym = regressor(true, q[given], qd[given], qdd[given], quantity="joint_moments")[0]
-    Yr = regressor(true, q, qd, qdd, quantity="joint_reactions")[0]
+    Yr, yr0 = regressor(true, q, qd, qdd, trial["loads"][sel], quantity="joint_reactions")
+    # the magnitudes |lambda| linearised at the true parameters: rows u^T Y, u = lambda / |lambda|
+    lam = np.asarray(Yr) @ np.asarray(to_parameters(true)) + np.asarray(yr0)
+    u = lam / np.maximum(np.linalg.norm(lam, axis=-1, keepdims=True), 1e-300)
+    Ymag = np.einsum("tjc,tjcp->tjp", u, np.asarray(Yr))
     only = base_parameters(true, np.asarray(Ym))
-    both = base_parameters(true, [np.asarray(Ym), np.asarray(Yr)])
+    both = base_parameters(true, [np.asarray(Ym), Ymag])
     ident = only.identifiable()
     tp, sp = np.asarray(to_physical(true)), np.asarray(to_physical(start))
     L = np.asarray(true.length)
@@ -1494,6 +1626,7 @@ def recover_running(fraction: float = 0.3, seed: int = 0, *, loss: str = "huber"
             err = res.physical[i, j] - tp[i, j]
             scale = L[i] if j in (1, 2) else tp[i, j]
             rows.append(dict(parameter=f"{p}[{s}]", unit=_UNITS[p], true=tp[i, j], start=sp[i, j],
+                             barycentric=f"{PARAMETERS[j]}[{s}]", barycentric_identifiable_from_moments=bool(ident[k]),
                              fitted=res.physical[i, j], stderr=res.stderr_physical[i, j], error=err,
                              relative_error=err / scale, scale=scale,
                              relative_to="length" if j in (1, 2) else "true value",
@@ -1502,25 +1635,24 @@ def recover_running(fraction: float = 0.3, seed: int = 0, *, loss: str = "huber"
 
 
 def recovery_figure(rows, title: str | None = None):
-    """Bar chart of the start and fitted errors of every parameter (``rows`` of
-    :func:`recover_running`). Returns a matplotlib Figure."""
+    """Absolute errors of every parameter at the start and after the fit, log scale
+    (``rows`` of :func:`recover_running`). Returns a matplotlib Figure."""
     from matplotlib.figure import Figure
 
     fig = Figure(figsize=(9, 4), layout="constrained")
     ax = fig.subplots()
     x = np.arange(len(rows))
-    start = [100 * (r["start"] - r["true"]) / r["scale"] for r in rows]
-    fitted = [100 * r["relative_error"] for r in rows]
-    ax.bar(x - 0.2, start, 0.4, label="start", color="0.7")
-    ax.bar(x + 0.2, fitted, 0.4, label="fitted", color="C0")
-    for k, r in enumerate(rows):
-        if not r["identifiable_from_moments"]:
-            ax.annotate("*", (x[k], 0), ha="center", va="bottom", color="C3", fontsize=14)
-    ax.axhline(0, color="k", lw=0.5)
+    start = np.array([100 * abs(r["start"] - r["true"]) / r["scale"] for r in rows])
+    fitted = np.array([100 * abs(r["relative_error"]) for r in rows])
+    floor = 1e-5
+    ax.bar(x - 0.2, np.maximum(start, floor), 0.4, label="start", color="0.7")
+    ax.bar(x + 0.2, np.maximum(fitted, floor), 0.4, label="fitted", color="C0")
+    ax.set_yscale("log")
+    ax.set_ylim(floor, 100)
     ax.set_xticks(x, [r["parameter"] for r in rows], rotation=60, ha="right", fontsize=8)
-    ax.set_ylabel("error (% of true value; com: % of length)")
-    ax.legend(frameon=False)
-    ax.set_title(title or "Running leg: parameters recovered (* not identifiable from moments alone)")
+    ax.set_ylabel("|error| (% of true value;\ncom: % of segment length)")
+    ax.legend(frameon=False, loc="upper right", ncols=2)
+    ax.set_title(title or "Running leg: segment parameters from the true moments and force magnitudes")
     return fig
 
 

@@ -1,0 +1,563 @@
+"""Segment parameters from measured forces (jaxmb.identify).
+
+References nobody here wrote, or that come from another code path:
+
+- the regressor against the engine's projection path (Blajer & Czaplicki's pose-map
+  formulas, ``method="projection"``), not the batched kernels it differentiates;
+- the ranks against a hand derivation, checked with SymPy (below);
+- the sensitivity Jacobian against central finite differences of the public
+  functions, with the ground reaction force re-applied by ``point_load``;
+- the true parameters of van den Bogert's running simulation.
+
+Ranks of the base parameters, derived by hand. A planar chain of n segments, fixed
+base, revolute joints, gravity g in the plane; segment i has barycentric parameters
+(m_i, h_i = m_i c_i (two components), J_i about its proximal joint P_i), and the
+joint of segment i+1 sits at distance L_i along segment i. The moment about P_i of
+everything distal to joint i is the joint moment tau_i. A distal segment k > i acts
+on the segments proximal to it only through the force and moment at its joint, and
+the mass m_k enters the moments about every P_i (i < k) as a point mass at P_k,
+whose acceleration is that of the point at distance L_{k-1} on segment k-1. A point
+mass m at distance L on the axis of segment j contributes to the moment about P_j
+exactly what the parameter changes (J_j += m L^2, h_j,along += m L) would: so m_k
+can be moved into segment k-1's J and h_along without changing any joint moment,
+recursively down to segment 1 (the classical grouping rule). And m_1 multiplies the
+acceleration of P_1 (zero: fixed base) and gravity at P_1, whose moment about P_1 is
+zero: m_1 does not appear at all. Hence with M_i = m_{i+1} + ... + m_n:
+
+    identifiable: J_i + L_i^2 M_i,  h_i,along + L_i M_i,  h_i,across  (i = 1..n) -> 3 n
+    unidentifiable: m_1;  m_k - sum_{i<k} (L_i^2 e_{J_i} + L_i e_{h_i,along})  -> n
+
+The remaining 3 n are independent when the movement is general enough: for the root,
+h_1 appears only through gravity, (h_1 x g) = g (h_x cos th_1 - h_y sin th_1), two
+independent functions, and J_1 through theta_1''; without gravity h_1 vanishes from
+the moments and the rank is 3 n - 2. Two links: 6 (4 without gravity); three links:
+9 (7). Joint reaction forces are sums of m_k a_k - m_k g over the distal segments:
+at the base joint the total mass appears alone (m g), and subtracting the joints in
+turn every m_k does, so moments and reactions together identify all 4 n -- with
+gravity. Without it m_1 multiplies only the acceleration of the fixed P_1 (zero):
+4 n - 1. A floating base (the running leg) shows m_1 through the base's acceleration.
+
+The SymPy test builds the Lagrangian in the barycentric parameters, forms the
+generalized forces symbolically, writes each parameter's column as a polynomial in
+cos and sin of the angles (reduced modulo s^2 + c^2 = 1, a canonical form), the
+velocities and the accelerations, and takes the exact rank of the coefficient
+matrix: the rank of the regressor over every possible movement.
+"""
+
+import dataclasses
+import time
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+import jaxmb
+from jaxmb import identify
+
+RNG = np.random.default_rng(11)
+
+
+def _chain(n, *, gravity=9.81, base="fixed", coordinates="relative", off_axis=True, seed=0):
+    rng = np.random.default_rng(seed)
+    L = rng.uniform(0.25, 0.5, n)
+    m = rng.uniform(1.0, 8.0, n)
+    com = np.stack([rng.uniform(0.3, 0.6, n) * L, (rng.uniform(-0.03, 0.03, n) if off_axis else np.zeros(n))], 1)
+    inertia = m * L**2 * rng.uniform(0.04, 0.09, n)
+    return jaxmb.chain(L, com, m, inertia, gravity=gravity, base=base, coordinates=coordinates,
+                       names=[f"s{i}" for i in range(n)])  # fmt: skip
+
+
+def _states(model, batch, seed=0):
+    rng = np.random.default_rng(seed)
+    shape = batch + (model.dof,)
+    q = rng.uniform(-np.pi, np.pi, shape)
+    if model.base == "floating":
+        q[..., :2] = rng.uniform(-1, 1, batch + (2,))
+    return q, 2.0 * rng.standard_normal(shape), 5.0 * rng.standard_normal(shape)
+
+
+def _random_loads(model, q, seed=1):
+    rng = np.random.default_rng(seed)
+    lead = q.shape[:-1]
+    qf = q.reshape(-1, model.dof)
+    pts = rng.uniform(-0.1, 0.1, (qf.shape[0], 2))
+    f = rng.normal(0, 50, (qf.shape[0], 2))
+    last = model.segments - 1
+    ld = jax.vmap(lambda a, p, ff: jaxmb.point_load(model, a, last, p, ff, 3.0, frame="segment"))(qf, pts, f)
+    return np.asarray(ld).reshape(lead + (model.segments, 3)), (pts, f)
+
+
+# --------------------------------------------------------------------- regressor
+
+
+def _tree():
+    """A floating-base tree in absolute angles, centres of mass off the axes, joints not
+    at the parents' ends: the general case."""
+    return jaxmb.tree([-1, 0, 0, 2], [0.5, 0.4, 0.3, 0.2], np.array([[0.2, 0.02], [0.15, -0.01], [0.1, 0.0],
+                      [0.08, 0.01]]), [10.0, 3.0, 2.0, 1.0], [0.2, 0.05, 0.02, 0.01], base="floating",
+                      coordinates="absolute", attach=[0.0, 0.3, 0.5, 0.3], names=["a", "b", "c", "d"])  # fmt: skip
+
+
+def test_regressor_times_pi_reproduces_the_projection_path():
+    model = _tree()
+    q, qd, qdd = _states(model, (2, 3), seed=3)
+    loads, _ = _random_loads(model, q)
+    pi = np.asarray(identify.to_parameters(model))
+    for quantity, ref in [
+        ("inverse_dynamics", jaxmb.inverse_dynamics(model, q, qd, qdd, loads, method="projection")),
+        ("joint_reactions", jaxmb.joint_reactions(model, q, qd, qdd, loads, method="projection")),
+        ("joint_moments", jaxmb.joint_moments(model, q, qd, qdd, loads)),
+    ]:
+        Y, y0 = identify.regressor(model, q, qd, qdd, loads, quantity=quantity)
+        assert Y.shape == ref.shape + (4 * model.segments,) and y0.shape == ref.shape
+        ref = np.asarray(ref)
+        # round-off: the two paths differ by a few ulps of the largest term
+        np.testing.assert_allclose(np.asarray(Y) @ pi + y0, ref, rtol=0, atol=1e-11 * np.abs(ref).max())
+        assert np.abs(ref).max() > 10  # not comparing zeros
+    # one sample gives the same rows
+    Y1, y01 = identify.regressor(model, q[0, 0], qd[0, 0], qdd[0, 0], loads[0, 0], quantity="joint_moments")
+    Yb, y0b = identify.regressor(model, q, qd, qdd, loads, quantity="joint_moments")
+    np.testing.assert_allclose(Y1, Yb[0, 0], rtol=1e-12, atol=1e-12)
+    np.testing.assert_allclose(y01, y0b[0, 0], rtol=1e-12, atol=1e-12)
+
+
+def test_regressor_does_not_depend_on_pi_and_load_term_is_physical():
+    """Y and y0 are the same for any parameters, when the loads are rebuilt for each model
+    (a force at a fixed point does not care where the centre of mass is)."""
+    model = _tree()
+    other = identify.from_physical(model, np.asarray(identify.to_physical(model)) * [1.3, 0.7, -1.0, 2.0])
+    q, qd, qdd = _states(model, (2, 3), seed=4)
+    la, (pts, f) = _random_loads(model, q)
+    lb = np.asarray(jax.vmap(lambda a, p, ff: jaxmb.point_load(other, a, 3, p, ff, 3.0, frame="segment"))(
+        q.reshape(6, -1), pts, f)).reshape(la.shape)  # fmt: skip
+    Ya, ya = identify.regressor(model, q, qd, qdd, la, quantity="joint_reactions")
+    Yb, yb = identify.regressor(other, q, qd, qdd, lb, quantity="joint_reactions")
+    np.testing.assert_allclose(Ya, Yb, rtol=1e-10, atol=1e-10)
+    np.testing.assert_allclose(ya, yb, rtol=1e-10, atol=1e-10)
+    ref = np.asarray(jaxmb.joint_reactions(other, q, qd, qdd, lb, method="projection"))
+    np.testing.assert_allclose(np.asarray(Ya) @ np.asarray(identify.to_parameters(other)) + ya, ref,
+                               atol=1e-11 * np.abs(ref).max())  # fmt: skip
+
+
+def test_parameters_round_trip_and_consistency_report():
+    model = _chain(3, seed=5)
+    pi = identify.to_parameters(model)
+    back = identify.from_parameters(model, pi)
+    for f in ("mass", "com", "inertia"):
+        np.testing.assert_allclose(getattr(back, f), getattr(model, f), rtol=1e-12)
+    bad = np.asarray(pi).copy()
+    bad[4 * 1 + 3] = 0.5 * (bad[4 * 1 + 1] ** 2 + bad[4 * 1 + 2] ** 2) / bad[4 * 1]  # J below m |c|^2
+    c = identify.consistency(model, bad)
+    assert not c.ok and len(c.problems) == 1 and "'s1'" in c.problems[0] and "inertia" in c.problems[0]
+    with pytest.raises(ValueError, match=r"segment 1 \('s1'\).*inertia about the centre of mass"):
+        identify.from_parameters(model, bad)
+    bad2 = np.asarray(pi).copy()
+    bad2[8] = -1.0
+    with pytest.raises(ValueError, match=r"segment 2 \('s2'\): mass -1 kg"):
+        identify.from_parameters(model, bad2)
+    with pytest.raises(ValueError, match=r"pi must have shape \(12,\)"):
+        identify.from_parameters(model, np.ones(5))
+
+
+# ------------------------------------------------------------- identifiability
+
+
+def _sympy_rank(n, gravity, with_null=None):
+    """Exact rank of the symbolic regressor of an n-link fixed-base chain (absolute
+    angles; the same rank as relative ones, an invertible change of coordinates).
+
+    Lagrangian in the barycentric parameters, with P_i the proximal joint, e_k the
+    axis of segment k, R_i the rotation of segment i and h_i = (hx_i, hy_i) local:
+      T_i = m_i |v_P|^2 / 2 + v_P . (w_i z x R_i h_i) + J_i w_i^2 / 2,
+      V_i = g (m_i y_P + (R_i h_i)_y),  v_P = sum_{k<i} L_k thd_k e_k^perp,
+    written with e_k . e_l = cos(th_k - th_l) and e_k^perp . R_i (-hy, hx) =
+    hx cos(th_i - th_k) - hy sin(th_i - th_k), so that after expand_trig no sin^2
+    appears and the monomials in (sin, cos, thd, thdd) are a canonical basis.
+    """
+    import sympy as sp
+
+    L = [sp.Rational(3, 10) + sp.Rational(k, 10) for k in range(n)]  # 0.3, 0.4, 0.5 m
+    g = sp.Rational(981, 100) if gravity else 0
+    th = sp.symbols(f"th0:{n}")
+    thd = sp.symbols(f"thd0:{n}")
+    thdd = sp.symbols(f"thdd0:{n}")
+    m = sp.symbols(f"m0:{n}")
+    hx = sp.symbols(f"hx0:{n}")
+    hy = sp.symbols(f"hy0:{n}")
+    J = sp.symbols(f"J0:{n}")
+    params = [x for i in range(n) for x in (m[i], hx[i], hy[i], J[i])]
+    Lag = 0
+    for i in range(n):
+        vv = sum(L[k] * L[l] * thd[k] * thd[l] * sp.cos(th[k] - th[l]) for k in range(i) for l in range(i))
+        cross = sum(L[k] * thd[k] * thd[i] * (hx[i] * sp.cos(th[i] - th[k]) - hy[i] * sp.sin(th[i] - th[k]))
+                    for k in range(i))  # fmt: skip
+        T = m[i] * vv / 2 + cross + J[i] * thd[i] ** 2 / 2
+        V = g * (m[i] * sum(L[k] * sp.sin(th[k]) for k in range(i)) + hx[i] * sp.sin(th[i]) + hy[i] * sp.cos(th[i]))
+        Lag += T - V
+    c = sp.symbols(f"c0:{n}")
+    s = sp.symbols(f"s0:{n}")
+    sub = {sp.cos(th[i]): c[i] for i in range(n)} | {sp.sin(th[i]): s[i] for i in range(n)}
+    gens = list(s) + list(c) + list(thd) + list(thdd)
+    rows = {}
+    for j in range(n):
+        dLdqd = sp.diff(Lag, thd[j])
+        ddt = sum(sp.diff(dLdqd, th[k]) * thd[k] + sp.diff(dLdqd, thd[k]) * thdd[k] for k in range(n))
+        tau = sp.expand(sp.expand_trig(ddt - sp.diff(Lag, th[j])).subs(sub))
+        for k, p in enumerate(params):
+            col = sp.diff(tau, p)
+            if col == 0:
+                continue
+            poly = sp.Poly(col, *gens)
+            assert all(e <= 1 for mon, _ in poly.terms() for e in mon[:n])  # canonical: no sin^2
+            for mon, coef in poly.terms():
+                rows.setdefault((j, mon), [0] * len(params))[k] = coef
+    A = sp.Matrix(list(rows.values()))
+    out = [A.rank()]
+    if with_null is not None:
+        out.append(A * sp.Matrix(with_null(L)))
+    return out
+
+
+def _hand_null(n):
+    """The unidentifiable directions derived by hand (module docstring), as columns."""
+
+    def make(L):
+        cols = []
+        for k in range(n):
+            v = [0] * (4 * n)
+            v[4 * k] = 1
+            for i in range(k):
+                v[4 * i + 3] = -L[i] ** 2
+                v[4 * i + 1] = -L[i]
+            cols.append(v)
+        return list(map(list, zip(*cols)))
+
+    return make
+
+
+@pytest.mark.parametrize("n, gravity, rank", [(2, True, 6), (3, True, 9), (2, False, 4), (3, False, 7)])
+def test_base_parameter_rank_matches_hand_derivation_and_sympy(n, gravity, rank):
+    sym_rank, AN = _sympy_rank(n, gravity, _hand_null(n))
+    assert sym_rank == rank  # the exact rank over every movement: 3 n with gravity, 3 n - 2 without
+    assert all(x == 0 for x in AN)  # the hand-derived null directions are exact
+    # numerical rank of the stacked regressor of a random movement, same lengths
+    L = [0.3 + 0.1 * k for k in range(n)]
+    model = jaxmb.chain(L, np.array(L) * 0.45, np.linspace(3, 1, n), np.linspace(0.1, 0.02, n),
+                        gravity=9.81 if gravity else 0.0, names=[f"s{i}" for i in range(n)])  # fmt: skip
+    q, qd, qdd = _states(model, (60,), seed=n)
+    bp = identify.identifiability(model, q, qd, qdd)
+    assert bp.rank == rank
+    # the numerical null space spans the hand-derived directions (those of m_1 ... m_n,
+    # minus the two h_1 components without gravity)
+    N = np.asarray(_hand_null(n)(L), dtype=float)
+    Y = np.asarray(identify.regressor(model, q, qd, qdd, quantity="joint_moments")[0]).reshape(-1, 4 * n)
+    assert np.abs(Y @ N).max() < 1e-10 * np.abs(Y).max()
+    assert np.abs(Y @ bp.null_space).max() < 1e-10 * np.abs(Y).max()
+    assert np.abs(bp.K @ N).max() < 1e-9  # K annihilates them: they are outside what the data see
+    if gravity:
+        # the combinations, in words (the grouping rule; "m2 d2 + m3 L2" of the issue)
+        assert "J[s0] + L[s0]^2*m[s1]" in bp.combinations[[i for i, c in enumerate(bp.combinations)
+                                                            if c.startswith("J[s0]")][0]]  # fmt: skip
+        assert bp.unidentifiable[0] == "m[s0] (absent from the data)"
+        if n == 3:
+            assert "mx[s1] + L[s1]*m[s2]" in bp.combinations
+    # with the joint reactions every mass is identifiable (4 n), except the root's in a
+    # horizontal plane: with a fixed base it is seen only through gravity (4 n - 1)
+    full = identify.identifiability(model, q, qd, qdd, data=("joint_moments", "joint_reactions"))
+    assert full.rank == (4 * n if gravity else 4 * n - 1)
+    assert full.unidentifiable == (() if gravity else ("m[s0] (absent from the data)",))
+
+
+def test_floating_leg_moments_alone_and_with_forces():
+    """The running leg (floating base at the hip): moments see 9 combinations, with the
+    same grouping as a fixed base (the hip's acceleration multiplies the same
+    combinations as gravity); force magnitudes make all 12 identifiable."""
+    trial = _running()
+    k = slice(3000, 3600, 6)
+    bp = identify.identifiability(trial["model"], trial["q"][k], trial["qd"][k], trial["qdd"][k])
+    assert bp.rank == 9
+    assert bp.unidentifiable[0] == "m[thigh] (absent from the data)"
+    assert "J[shank] + L[shank]^2*m[foot]" in bp.combinations
+
+
+# -------------------------------------------------------------------- recovery
+
+
+def test_noiseless_synthetic_data_recover_the_true_parameters():
+    true = _chain(3, seed=7)
+    q, qd, qdd = _states(true, (60,), seed=7)
+    mom = np.asarray(jaxmb.joint_moments(true, q, qd, qdd))
+    rea = np.asarray(jaxmb.joint_reactions(true, q, qd, qdd))
+    start = identify.perturbed(true, 0.3, seed=1)
+    # moments only: the base parameters, from the linear step, to 1e-8 relative
+    res = identify.fit(start, q, qd, qdd, moments=mom, free="inertia")
+    bp = res.base.parameters
+    assert bp.rank == 9
+    want = bp.values(np.asarray(identify.to_parameters(true)))
+    np.testing.assert_allclose(res.base.values, want, rtol=1e-8)
+    # moments and reaction vectors: the consistent fit recovers every parameter from a
+    # start 30 % off
+    res = identify.fit(start, q, qd, qdd, moments=mom, reactions=rea)
+    assert res.converged, res.status
+    np.testing.assert_allclose(res.parameters, identify.to_parameters(true), rtol=1e-8, atol=1e-10)
+    np.testing.assert_allclose(res.base.values, res.base.parameters.values(res.parameters), rtol=1e-8)
+    assert res.rms["moments"] < 1e-8 and res.rms["reactions"] < 1e-8
+    # force magnitudes instead of vectors (nonlinear data) work as well
+    res = identify.fit(start, q, qd, qdd, moments=mom, reactions=np.linalg.norm(rea, axis=-1))
+    assert res.converged
+    np.testing.assert_allclose(res.parameters, identify.to_parameters(true), rtol=1e-7, atol=1e-9)
+
+
+def test_consistent_fit_never_returns_negative_mass_or_inertia():
+    """Noisy data that make the unconstrained least squares physically impossible:
+    the consistent fit stays physical (positive masses and inertias about the centre
+    of mass) and converges."""
+    true = jaxmb.chain([0.4, 0.3], [0.18, 0.02], [3.0, 0.05], [0.04, 1e-5], names=["s0", "s1"])
+    q, qd, qdd = _states(true, (60,), seed=8)
+    mom = np.asarray(jaxmb.joint_moments(true, q, qd, qdd))
+    rea = np.asarray(jaxmb.joint_reactions(true, q, qd, qdd))
+    Ym, _ = identify.regressor(true, q, qd, qdd, quantity="joint_moments")
+    Yr, _ = identify.regressor(true, q, qd, qdd, quantity="joint_reactions")
+    A = np.concatenate([np.asarray(Ym).reshape(-1, 8), np.asarray(Yr).reshape(-1, 8)])
+    inconsistent = bound = 0
+    for seed in range(4):
+        rng = np.random.default_rng(seed)
+        mn = mom + rng.normal(0, 1.5, mom.shape)
+        rn = rea + rng.normal(0, 4.0, rea.shape)
+        ols = np.linalg.lstsq(A, np.concatenate([mn.reshape(-1), rn.reshape(-1)]), rcond=None)[0]
+        inconsistent += not identify.consistency(true, ols).ok
+        res = identify.fit(true, q, qd, qdd, moments=mn, reactions=rn, loss="huber" if seed % 2 else "l2")
+        assert np.isfinite(res.physical).all() and isinstance(res.converged, bool)
+        assert (res.physical[:, 0] > 0).all() and (res.physical[:, 3] > 0).all()
+        assert identify.consistency(res.model).ok
+        assert res.converged, res.status
+        bound += "at the bound" in res.status
+    assert inconsistent >= 2  # the data do push the unconstrained answer outside physics
+    assert bound >= 1  # and the fit says where it stopped at the boundary
+
+
+def test_prior_makes_moments_only_fit_possible_and_is_reported():
+    trial = _running()
+    k = slice(3000, 5200, 10)
+    true = trial["model"]
+    start = identify.perturbed(true, 0.3, seed=2)
+    loads = trial["loads_for"](start)[k]
+    args = (start, trial["q"][k], trial["qd"][k], trial["qdd"][k])
+    with pytest.raises(ValueError, match=r"too little excitation.*mass\[thigh\]"):
+        identify.fit(*args, moments=trial["moments"][k], loads=loads)
+    prior = identify.table_prior(true, body_mass=68.5)
+    res = identify.fit(*args, moments=trial["moments"][k], loads=loads, prior=prior)
+    assert res.converged
+    # the moments do not see the thigh's mass: its uncertainty is the prior's own order
+    # (with com and inertia free, their priors share the undetermined directions)
+    assert res.stderr_physical[0, 0] > 0.3 * prior.sd[0, 0]
+    assert np.isfinite(res.stderr).all()
+    # the identifiable combinations still match the truth closely (data noise only)
+    bp = res.base.parameters
+    np.testing.assert_allclose(bp.values(res.parameters), bp.values(np.asarray(identify.to_parameters(true))),
+                               rtol=2e-3, atol=2e-3)  # fmt: skip
+    assert "fit" in res.report(true) and "+-" in res.report()
+
+
+# ---------------------------------------------------------------- sensitivity
+
+
+def test_sensitivity_matches_finite_differences_with_point_loads():
+    trial = _running()
+    k = slice(3300, 3340, 4)
+    model = trial["model"]
+    q, qd, qdd = trial["q"][k], trial["qd"][k], trial["qdd"][k]
+    d = trial["data"]
+    cop = np.stack([d.cop[k], np.zeros_like(d.cop[k])], 1)
+    force = d.force[k]
+
+    def moments(phys, quantity):
+        m = identify.from_physical(model, phys)
+        loads = jax.vmap(lambda a, p, f: jaxmb.point_load(m, a, "foot", p, f))(q, cop, force)
+        f = jaxmb.joint_moments if quantity == "joint_moments" else jaxmb.joint_reactions
+        return np.asarray(f(m, q, qd, qdd, loads))
+
+    phys0 = np.asarray(identify.to_physical(model))
+    for quantity in ("joint_moments", "joint_reactions"):
+        S = np.asarray(identify.sensitivity(model, q, qd, qdd, quantity=quantity))
+        fd = np.zeros_like(S)
+        for i in range(3):
+            for j in range(4):
+                h = 1e-6 * (1.0 if j in (1, 2) else phys0[i, j])
+                up, dn = phys0.copy(), phys0.copy()
+                up[i, j] += h
+                dn[i, j] -= h
+                fd[..., i, j] = (moments(up, quantity) - moments(dn, quantity)) / (2 * h)
+        # central differences: truncation O(h^2) is zero (linear in m, I; quadratic in c
+        # only through m c), round-off ~ eps * |y| / h
+        np.testing.assert_allclose(S, fd, rtol=1e-6, atol=1e-6 * np.abs(fd).max())
+        assert np.abs(fd).max() > 1.0
+
+
+# ---------------------------------------------------------------- Monte Carlo
+
+
+def test_monte_carlo_matches_the_engine_draw_by_draw():
+    trial = _running()
+    k = slice(3000, 3400, 20)
+    model = trial["model"]
+    q, qd, qdd, loads = trial["q"][k], trial["qd"][k], trial["qdd"][k], trial["loads"][k]
+    spread = identify.table_prior(model, center=model)
+    b = identify.monte_carlo(model, q, qd, qdd, loads, spread=spread, draws=50, seed=3, samples=True)
+    assert b.samples.shape == (50, q.shape[0], 3) and b.quantiles.shape == (3, q.shape[0], 3)
+    assert (b.parameters[..., 0] > 0).all() and (b.parameters[..., 3] > 0).all()
+    # the quantity of a few draws, from the public engine with the loads rebuilt for each
+    d = trial["data"]
+    cop = np.stack([d.cop[k], np.zeros(q.shape[0])], 1)
+    for i in (0, 17, 49):
+        m = identify.from_physical(model, b.parameters[i])
+        ld = jax.vmap(lambda a, p, f: jaxmb.point_load(m, a, "foot", p, f))(q, cop, d.force[k])
+        ref = np.asarray(jaxmb.joint_moments(m, q, qd, qdd, ld))
+        np.testing.assert_allclose(b.samples[i], ref, rtol=1e-9, atol=1e-9 * np.abs(ref).max())
+    np.testing.assert_allclose(b.nominal, jaxmb.joint_moments(model, q, qd, qdd, loads), atol=1e-9)
+    assert (b.quantiles[0] <= b.quantiles[1] + 1e-12).all() and (b.quantiles[1] <= b.quantiles[2] + 1e-12).all()
+    assert (b.quantiles[2] - b.quantiles[0]).max() > 1.0  # the spread does reach the moments
+    again = identify.monte_carlo(model, q, qd, qdd, loads, spread=spread, draws=50, seed=3)
+    np.testing.assert_array_equal(again.quantiles, b.quantiles)
+
+
+def test_monte_carlo_from_a_fit_stays_physical():
+    true = _chain(2, seed=9)
+    q, qd, qdd = _states(true, (60,), seed=9)
+    rng = np.random.default_rng(0)
+    mom = np.asarray(jaxmb.joint_moments(true, q, qd, qdd)) + rng.normal(0, 0.5, (60, 2))
+    rea = np.asarray(jaxmb.joint_reactions(true, q, qd, qdd)) + rng.normal(0, 2.0, (60, 2, 2))
+    res = identify.fit(true, q, qd, qdd, moments=mom, reactions=rea)
+    assert np.isfinite(res.stderr).all() and (res.stderr > 0).all()
+    b = identify.monte_carlo(true, q, qd, qdd, spread=res, draws=400, seed=1)
+    assert (b.parameters[..., 0] > 0).all() and (b.parameters[..., 3] > 0).all()
+    # the draws' spread of the moments matches the fit's covariance propagated linearly
+    Y = np.asarray(identify.regressor(true, q, qd, qdd, quantity="joint_moments")[0])
+    lin_sd = np.sqrt(np.einsum("tjp,pq,tjq->tj", Y, res.covariance, Y))
+    # 400 draws: the sd of a sample sd is ~4 %; the log transforms add a little curvature
+    ratio = b.sd / lin_sd
+    assert abs(np.median(ratio) - 1) < 0.1 and np.all(np.abs(ratio - 1) < 0.4)
+
+
+# ------------------------------------------------------------------- bad data
+
+
+def test_bad_data_get_clear_errors():
+    model = _chain(2, seed=10)
+    q, qd, qdd = _states(model, (60,), seed=10)
+    mom = np.asarray(jaxmb.joint_moments(model, q, qd, qdd))
+    rea = np.asarray(jaxmb.joint_reactions(model, q, qd, qdd))
+    fit = identify.fit
+    with pytest.raises(ValueError, match="needs measured data"):
+        fit(model, q, qd, qdd)
+    with pytest.raises(ValueError, match=r"moments must have shape \(60, 2\)"):
+        fit(model, q, qd, qdd, moments=mom[:, :1])
+    with pytest.raises(ValueError, match=r"reactions must have shape \(60, 2, 2\).*or \(60, 2\)"):
+        fit(model, q, qd, qdd, reactions=rea[..., :1])
+    with pytest.raises(ValueError, match=r"qd must have shape \(\.\.\., 2\)"):
+        fit(model, q, qd[:, :1], qdd, moments=mom)
+    bad = mom.copy()
+    bad[7, 1] = np.nan
+    with pytest.raises(ValueError, match=r"moments contains NaN.*\(7, 1\)"):
+        fit(model, q, qd, qdd, moments=bad)
+    badq = q.copy()
+    badq[3, 0] = np.inf
+    with pytest.raises(ValueError, match=r"q contains NaN or infinite values.*\(3, 0\)"):
+        fit(model, badq, qd, qdd, moments=mom)
+    with pytest.raises(ValueError, match=r"too few samples: 2 measured values.*8 free parameters"):
+        fit(model, q[:1], qd[:1], qdd[:1], moments=mom[:1], free=None, reactions=None)
+    with pytest.raises(ValueError, match=r"too little excitation.*mass\[s0\]"):
+        fit(model, q, qd, qdd, moments=mom)
+    # a static pose excites no inertia: asked for, it is refused by name
+    still = np.zeros_like(qd)
+    with pytest.raises(ValueError, match=r"too little excitation.*inertia\[s"):
+        fit(model, q, still, still, moments=np.asarray(jaxmb.joint_moments(model, q, still, still)), free="inertia")
+    with pytest.raises(ValueError, match="unknown parameter 'masses'"):
+        fit(model, q, qd, qdd, moments=mom, free="masses")
+    with pytest.raises(ValueError, match="unknown segment name 'thigh'"):
+        fit(model, q, qd, qdd, moments=mom, free="thigh.mass")
+    with pytest.raises(ValueError, match=r"prior mean must have shape \(2, 4\)"):
+        fit(model, q, qd, qdd, moments=mom, prior=identify.Prior(np.ones((3, 4)), np.ones((3, 4))))
+    with pytest.raises(ValueError, match="loss must be"):
+        fit(model, q, qd, qdd, moments=mom, loss="cauchy")
+    with pytest.raises(ValueError, match="moment_weights has shape"):
+        fit(model, q, qd, qdd, moments=mom, moment_weights=np.ones(7))
+    with pytest.raises(ValueError, match="quantity must be one of"):
+        identify.regressor(model, q, qd, qdd, quantity="moments")
+    with pytest.raises(ValueError, match="spread|prior"):
+        identify.monte_carlo(model, q, qd, qdd, spread=(np.ones((2, 4)), -np.ones((2, 4))))
+    with pytest.raises(ValueError, match=r"segment 0 \('s0'\) is not a row of table"):
+        identify.table_prior(model, body_mass=70)
+
+
+def test_not_converged_is_reported_not_nan():
+    model = _chain(2, seed=12)
+    q, qd, qdd = _states(model, (60,), seed=12)
+    mom = np.asarray(jaxmb.joint_moments(model, q, qd, qdd))
+    rea = np.asarray(jaxmb.joint_reactions(model, q, qd, qdd))
+    start = identify.perturbed(model, 0.5, seed=3)
+    res = identify.fit(start, q, qd, qdd, moments=mom, reactions=rea, max_iter=1)
+    assert res.converged is False and res.status == "maximum number of iterations"
+    assert np.isfinite(res.physical).all() and np.isfinite(res.cost)
+    assert "NOT converged" in res.report()
+
+
+def test_trials_fitted_jointly_equal_the_flattened_fit():
+    true = _chain(2, seed=13)
+    q, qd, qdd = _states(true, (3, 20), seed=13)
+    rng = np.random.default_rng(1)
+    mom = np.asarray(jaxmb.joint_moments(true, q, qd, qdd)) + rng.normal(0, 0.2, (3, 20, 2))
+    rea = np.asarray(jaxmb.joint_reactions(true, q, qd, qdd)) + rng.normal(0, 1.0, (3, 20, 2, 2))
+    a = identify.fit(true, q, qd, qdd, moments=mom, reactions=rea)
+    b = identify.fit(true, q.reshape(60, 2), qd.reshape(60, 2), qdd.reshape(60, 2), moments=mom.reshape(60, 2),
+                     reactions=rea.reshape(60, 2, 2))  # fmt: skip
+    np.testing.assert_allclose(a.parameters, b.parameters, rtol=1e-9)
+    assert a.residuals["moments"].shape == (3, 20, 2)
+
+
+# ------------------------------------------------------------------- command line
+
+
+def test_running_data_recovered_by_the_command_line(tmp_path, capsys):
+    """Real data with known answers: all 12 parameters of the simulation from the true
+    moments and force magnitudes, starting 10-30 % off (every 10th frame, to keep the
+    test short), through ``jaxmb identify``'s own code."""
+    import argparse
+    import csv
+
+    from jaxmb import _cmd_identify
+
+    parser = argparse.ArgumentParser(prog="jaxmb")
+    _cmd_identify.add_command(parser.add_subparsers(dest="command"))
+    args = parser.parse_args(["identify", "--out", str(tmp_path), "--stride", "10", "--draws", "50"])
+    rc = args.func(args)
+    out = capsys.readouterr().out
+    assert rc == 0 and "consistent fit: converged" in out and "9 of 12" in out and "12 of 12" in out
+    rows = list(csv.DictReader((tmp_path / "identify_running.csv").open()))
+    assert len(rows) == 12
+    for r in rows:
+        # measured: <= 0.05 % of the value (centre of mass: of the length)
+        assert abs(float(r["relative_error"])) < 2e-3, r
+        scale = abs(float(r["error"]) / float(r["relative_error"])) if float(r["relative_error"]) else None
+        if scale:
+            assert abs(float(r["start"]) - float(r["true"])) / scale >= 0.09  # the start was off
+        assert r["identifiable_from_moments"] == "False"  # no physical parameter alone
+    ident = {r["barycentric"]: r["barycentric_identifiable_from_moments"] == "True" for r in rows}
+    assert sorted(k for k, v in ident.items() if v) == ["J[foot]", "mx[foot]", "my[foot]", "my[shank]", "my[thigh]"]
+    assert (tmp_path / "identify_bands.png").stat().st_size > 1000
+    assert not [p for p in tmp_path.iterdir() if p.name.startswith(".tmp")]
+    args = parser.parse_args(["identify", "--perturb", "1.5", "--out", ""])
+    assert args.func(args) == 2
+    assert "--perturb must be in [0, 1)" in capsys.readouterr().err
+
+
+# ---------------------------------------------------------------------- fixtures
+
+_TRIAL = {}
+
+
+def _running():
+    if not _TRIAL:
+        _TRIAL.update(identify.running_trial())
+    return _TRIAL
