@@ -199,7 +199,8 @@ def _ik_solve(model: Model, target, q0, i: int, point, damping, tol, max_iter: i
     near it.
     """
     max_step = 0.5
-    f = _hand_fn(model, i, point)
+    zero = jnp.zeros_like(q0)
+    f = lambda q: _hand_derivatives(model, i, point, q, zero, zero, zero)[0]  # noqa: E731
     dtype = q0.dtype
     eye = jnp.eye(2, dtype=dtype)
 
@@ -238,8 +239,8 @@ def inverse_kinematics(model: Model, target, q0=None, *, segment: Segment = -1, 
     (Wampler 1986; Buss 2004, "Introduction to inverse kinematics with Jacobian
     transpose, pseudoinverse and damped least squares methods"). Redundant chains
     (more than two angles) get the solution reached from ``q0``; a two-link arm gets
-    the elbow branch of ``q0`` (steps are limited to 0.5 rad so that the solution
-    stays on it).
+    the elbow branch of ``q0`` (the root is turned towards the target first, and
+    steps are limited to 0.5 rad, so that the solution stays on it).
 
     Pure JAX inside: ``jax.jit`` and ``jax.vmap`` apply (targets and ``q0`` with any
     leading batch shape are solved in one call).
@@ -248,8 +249,9 @@ def inverse_kinematics(model: Model, target, q0=None, *, segment: Segment = -1, 
       model: the model (fixed or floating base; a floating base moves its root).
       target: (2,) or (..., 2) hand positions, world frame, m.
       q0: (dof,) or (..., dof) initial coordinates (default: every joint bent 0.5 rad
-        relative to its parent, base at its origin, the root turned so that the hand
-        points at the target; for a two-link arm this gives ``elbow="up"``).
+        relative to its parent, base at its origin). Its root is first turned so that
+        the hand points from the base at the target (the joints keep their bends), so
+        a two-link arm keeps the elbow branch of q0 (default: ``elbow="up"``).
       segment, point: the hand, as in :func:`hand_position` (default: the distal end
         of the last segment).
       damping: lambda's floor, m (default 1e-6 times the workspace size: a pose at a
@@ -285,8 +287,10 @@ def inverse_kinematics(model: Model, target, q0=None, *, segment: Segment = -1, 
     if target.ndim < 1 or target.shape[-1] != 2:
         raise ValueError(f"target must have shape (2,) or (..., 2): hand positions x, y (m), got {tuple(target.shape)}")
     check_finite(target, "target")
+    if q0 is not None and not isinstance(q0, (jax.Array, np.ndarray)):
+        q0 = np.asarray(q0)
     dtype = _float_dtype(target) if q0 is None else _float_dtype(target, q0)
-    aim = q0 is None
+    aim = True
     q0 = _default_q0(model, dtype) if q0 is None else check_batch(model, q0, "q0")
     lead = jnp.broadcast_shapes(target.shape[:-1], q0.shape[:-1])
 
@@ -325,7 +329,8 @@ def inverse_kinematics(model: Model, target, q0=None, *, segment: Segment = -1, 
 
 def _aim(model: Model, q0, target, i: int, point):
     """q0 with the root turned so that the hand points from the base at the target."""
-    f = _hand_fn(model, i, point)
+    zero = jnp.zeros_like(q0)
+    f = lambda q: _hand_derivatives(model, i, point, q, zero, zero, zero)[0]  # noqa: E731
     base = q0[:2] if model.base == "floating" else model.origin
     h = f(q0) - base
     d = target - base
