@@ -59,6 +59,9 @@ from .sharding import batch_mesh, sharded
 from .simulate import Trajectory, simulate
 from . import maximal
 from . import identify
+from . import optimal
+from .optimal import Movement, OptimalMovement, optimize
+from .trajectory import hand_position, inverse_kinematics, workspace
 
 __version__ = "0.1.0"
 
@@ -122,4 +125,12 @@ __all__ = [
     "maximal",
     # segment parameters from measured forces
     "identify",
+    # planned and optimal movements
+    "optimal",
+    "optimize",
+    "OptimalMovement",
+    "Movement",
+    "inverse_kinematics",
+    "hand_position",
+    "workspace",
 ]
