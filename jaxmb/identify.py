@@ -1459,12 +1459,12 @@ def _draw_physical(model: Model, spread, draws: int, seed: int) -> tuple:
 
 
 @jax.jit
-def _propagate(Y, y0, phys, center, levels):
-    # y_d = Y pi_d + y0 for every draw d: one matrix product (the dynamics are linear in pi)
-    pis = _pi_from_physical(phys)
-    ys = jnp.einsum("...p,dp->d...", Y, pis) + y0
+def _propagate(Y, y0, phys, center):
+    # y_d = Y pi_d + y0 for every draw d: one matrix product (the dynamics are linear in
+    # pi), draws on the last axis so that each output's draws are contiguous
+    ys = jnp.einsum("...p,dp->...d", Y, _pi_from_physical(phys)) + y0[..., None]
     nominal = Y @ _pi_from_physical(center) + y0
-    return ys, nominal, jnp.mean(ys, 0), jnp.std(ys, 0), jnp.quantile(ys, levels, axis=0)
+    return ys, nominal, jnp.mean(ys, -1), jnp.std(ys, -1)
 
 
 def monte_carlo(model: Model, q, qd, qdd, loads=None, *, spread, draws: int = 1000, seed: int = 0,
@@ -1504,10 +1504,12 @@ def monte_carlo(model: Model, q, qd, qdd, loads=None, *, spread, draws: int = 10
         raise ValueError(f"levels must be numbers in [0, 1], got {levels!r}")
     center, phys = _draw_physical(model, spread, int(draws), int(seed))
     Y, y0 = regressor(model, q, qd, qdd, loads, quantity=quantity, joints=joints, frame=frame)
-    ys, nominal, mean, sd, qs = _propagate(Y, y0, jnp.asarray(phys, Y.dtype), jnp.asarray(center, Y.dtype),
-                                           jnp.asarray(lv, Y.dtype))  # fmt: skip
-    return Bands(np.asarray(nominal), np.asarray(mean), np.asarray(sd), np.asarray(qs), lv,
-                 np.asarray(ys) if samples else None, phys)  # fmt: skip
+    ys, nominal, mean, sd = _propagate(Y, y0, jnp.asarray(phys, Y.dtype), jnp.asarray(center, Y.dtype))
+    ys = np.asarray(ys)
+    # quantiles by selection (NumPy's introselect), not a full sort: 4x faster on CPU
+    qs = np.quantile(ys, lv, axis=-1)
+    return Bands(np.asarray(nominal), np.asarray(mean), np.asarray(sd), qs, lv,
+                 np.moveaxis(ys, -1, 0) if samples else None, phys)  # fmt: skip
 
 
 # --------------------------------------------------------- the running experiment
