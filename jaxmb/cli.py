@@ -1,4 +1,5 @@
-"""Command line: ``jaxmb reach`` (the quick-start job) and ``jaxmb bench``.
+"""Command line: ``jaxmb gait`` (the quick-start job), ``jaxmb reach``, ``jaxmb bench`` and the
+subcommands of the modules in ``_COMMANDS``.
 
 The command line switches float64 on for its own computations (the library never
 does on import).
@@ -12,6 +13,10 @@ import os
 import sys
 
 __all__ = ["main", "reaching_torques"]
+
+# modules of this package that each define ``add_command(subparsers)``: a subcommand
+# whose arguments and work live beside the feature it runs
+_COMMANDS: tuple[str, ...] = ("_cmd_gait", "_cmd_identify")
 
 
 def reaching_torques(duration: float = 0.5, *, gravity: float = 9.81, samples: int = 201,
@@ -118,6 +123,10 @@ def main(argv=None) -> int:
     b = sub.add_parser("bench", help="rerun the benchmarks (from a source checkout)")
     b.add_argument("rest", nargs=argparse.REMAINDER)
     b.set_defaults(func=_cmd_bench)
+    import importlib
+
+    for name in _COMMANDS:  # each module's add_command(sub) adds its subcommand
+        importlib.import_module(f"{__package__}.{name}").add_command(sub)
     args = parser.parse_args(argv)
     if getattr(args, "duration", 1.0) <= 0:
         parser.error("--duration must be > 0")
