@@ -651,6 +651,22 @@ def _mass_matrix_rows(model: Model, q):
     return M
 
 
+def _pivot_floor(M):
+    """(d, b) lower bounds of the pivots: 4 eps M_jj.
+
+    For a symmetric positive definite M every exact pivot is positive, but rounding
+    (float32 above all, and on GPUs, which contract and order operations
+    differently) can make one of an ill-conditioned M zero or negative, and the
+    factorisation would return inf or NaN. A pivot below 4 eps M_jj is one that the
+    working precision cannot resolve; raising it to that floor keeps every result
+    finite (that sample's accelerations are then as inaccurate as its conditioning
+    makes them in any case). It never acts on a matrix whose condition number is
+    below about 1 / (4 eps) (2e6 in float32, 1e15 in float64)."""
+    d = M.shape[0]
+    eps = jnp.finfo(M.dtype).eps
+    return 4 * eps * jnp.stack([M[j, j] for j in range(d)])
+
+
 def _cholesky_solve_rows(M, r):
     """Solve M x = r for every sample: M (d, d, b) symmetric positive definite, r (d, b).
 
@@ -661,8 +677,11 @@ def _cholesky_solve_rows(M, r):
     d = M.shape[0]
     idx = jnp.arange(d)
 
+    floor = _pivot_floor(M)  # (d, b)
+
     def factor(j, L):
-        pivot = jnp.sqrt(lax.dynamic_index_in_dim(lax.dynamic_index_in_dim(L, j, 0, False), j, 0, False))
+        p2 = lax.dynamic_index_in_dim(lax.dynamic_index_in_dim(L, j, 0, False), j, 0, False)
+        pivot = jnp.sqrt(jnp.maximum(p2, lax.dynamic_index_in_dim(floor, j, 0, False)))
         col = lax.dynamic_index_in_dim(L, j, 1, False) / pivot  # (d, b)
         col = jnp.where((idx > j)[:, None], col, 0.0)
         L = L - col[:, None] * col[None, :]  # trailing update of rows and columns > j
@@ -704,10 +723,12 @@ def _ldl_solve_rows(M, r):
     d = M.shape[0]
     L = [[None] * d for _ in range(d)]
     D, Dinv = [None] * d, [None] * d
+    floor = _pivot_floor(M)
     for j in range(d):
         acc = M[j, j]
         for k in range(j):
             acc = acc - L[j][k] * L[j][k] * D[k]
+        acc = jnp.maximum(acc, floor[j])
         D[j], Dinv[j] = acc, 1.0 / acc
         for i in range(j + 1, d):
             acc = M[i, j]

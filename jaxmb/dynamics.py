@@ -87,6 +87,11 @@ def _spec(kind, *, kernel="auto", chunk=None, gradient="autodiff", joints=None, 
     return _batch.Spec(kind, kernel, None if chunk is None else int(chunk), gradient, joints, frame)
 
 
+def _zeros(model: Model, like):
+    """(dof,) zeros in the floating dtype of ``like`` (float32 inputs stay float32)."""
+    return np.zeros(model.dof, _batch._float_dtype(like))
+
+
 def _no_gravity(model: Model) -> Model:
     return dataclasses.replace(model, gravity=jnp.zeros_like(model.gravity))
 
@@ -153,7 +158,7 @@ def bias_forces(model: Model, q, qd):
     __SHAPES__
     """
     (q, qd), _ = _batched(model, (q, qd), ("q", "qd"))
-    return _batch.run(_spec("tau"), _no_gravity(model), q, qd, np.zeros(model.dof))
+    return _batch.run(_spec("tau"), _no_gravity(model), q, qd, _zeros(model, q))
 
 
 def gravity_forces(model: Model, q):
@@ -162,7 +167,7 @@ def gravity_forces(model: Model, q):
     __SHAPES__
     """
     (q,), _ = _batched(model, (q,), ("q",))
-    z = np.zeros(model.dof)
+    z = _zeros(model, q)
     return _batch.run(_spec("tau"), model, q, z, z)
 
 
@@ -182,7 +187,7 @@ def external_forces(model: Model, q, loads):
     if loads is None:
         raise ValueError("external_forces needs loads: a (segments, 3) or (..., segments, 3) array")
     (q,), loads = _batched(model, (q,), ("q",), loads)
-    z = np.zeros(model.dof)
+    z = _zeros(model, q)
     return _batch.run(_spec("tau"), _no_gravity(model), q, z, z, loads)
 
 
@@ -335,7 +340,7 @@ def torque_components(model: Model, q, qd, qdd, loads=None):
     a movement (interaction torques in fast reaching, gravity in slow).
     """
     (q, qd, qdd), loads = _batched(model, (q, qd, qdd), ("q", "qd", "qdd"), loads)
-    z = np.zeros(model.dof)
+    z = _zeros(model, q)
     nog = _no_gravity(model)
     spec = _spec("tau")
     parts = {

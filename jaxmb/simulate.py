@@ -137,6 +137,8 @@ def simulate(
         if kind == "fn":
             out = jnp.asarray(v(t, q, qd))
             try:
+                if out.shape[out.ndim - len(core):] != core:  # no silent broadcast of the core
+                    raise ValueError
                 np.broadcast_shapes(out.shape, lead + core)
             except ValueError:
                 raise ValueError(f"{name}(t, q, qd) must return an array broadcasting to {lead + core}, "

@@ -1,4 +1,4 @@
-"""jaxmb.sharded (issue 4): the batch split across devices, results unchanged.
+"""jaxmb.sharded (issues 4 and 8): the batch split across devices, results unchanged.
 
 Four CPU devices are simulated in a subprocess (``XLA_FLAGS`` must be set before JAX
 starts): the sharded inverse dynamics, reactions and a two-output pipeline must put
@@ -17,7 +17,6 @@ import pytest
 from jax.sharding import Mesh
 
 import jaxmb
-from jaxmb import batch as jb
 from jaxmb.sharding import batch_mesh, sharded
 
 # Each device runs the very program that one jitted device runs on that block, so the
@@ -33,8 +32,10 @@ SCRIPT = textwrap.dedent(
     import jax, numpy as np
     jax.config.update("jax_enable_x64", True)
     import jaxmb
-    from jaxmb.batch import inverse_dynamics_batch, joint_reactions_batch, joint_moments_batch
     from jaxmb.sharding import sharded
+
+    inverse = jaxmb.inverse_dynamics
+    reactions = jaxmb.joint_reactions
 
     model = jaxmb.seven_segment_human()
     rng = np.random.default_rng(0)
@@ -42,8 +43,11 @@ SCRIPT = textwrap.dedent(
     q, qd, qdd = (rng.standard_normal((B, model.dof)) for _ in range(3))
 
     def pipeline(model, q, qd, qdd):  # moments and segment-frame reactions together
-        return (joint_moments_batch(model, q, qd, qdd),
-                joint_reactions_batch(model, q, qd, qdd, frame="segment"))
+        return (jaxmb.joint_moments(model, q, qd, qdd),
+                jaxmb.joint_reactions(model, q, qd, qdd, frame="segment"))
+
+    def inverse_last(model, q, qd, qdd):  # (dof, B) arrays: batch last
+        return jaxmb.inverse_dynamics(model, q.T, qd.T, qdd.T).T
 
     def blocks(fn, *xs, axis=0):  # one device, block by block, concatenated
         fn = jax.jit(fn)
@@ -52,11 +56,10 @@ SCRIPT = textwrap.dedent(
 
     out = {"devices": ndev, "cases": {}}
     cases = {
-        "inverse": (sharded(inverse_dynamics_batch), inverse_dynamics_batch, (q, qd, qdd), 0),
-        "reactions": (sharded(joint_reactions_batch), joint_reactions_batch, (q, qd, qdd), 0),
+        "inverse": (sharded(inverse), inverse, (q, qd, qdd), 0),
+        "reactions": (sharded(reactions), reactions, (q, qd, qdd), 0),
         "pipeline": (sharded(pipeline), pipeline, (q, qd, qdd), 0),
-        "batch_last": (sharded(lambda m, *x: inverse_dynamics_batch(m, *x, batch_axis=-1), batch_axis=-1),
-                       lambda m, *x: inverse_dynamics_batch(m, *x, batch_axis=-1), (q.T, qd.T, qdd.T), -1),
+        "batch_last": (sharded(inverse_last, batch_axis=-1), inverse_last, (q.T, qd.T, qdd.T), -1),
     }
     for name, (fn_sharded, fn, xs, axis) in cases.items():
         got = fn_sharded(model, *xs)
@@ -72,17 +75,17 @@ SCRIPT = textwrap.dedent(
             "max_diff_whole": max(float(np.abs(np.asarray(a) - np.asarray(b)).max()) for a, b in zip(leaves, whole)),
         }
     # 30 samples on 4 devices: padded, split, cut
-    got = sharded(inverse_dynamics_batch)(model, q[:30], qd[:30], qdd[:30])
-    out["uneven_max_diff"] = float(np.abs(np.asarray(got) - np.asarray(inverse_dynamics_batch(model, q[:30], qd[:30], qdd[:30]))).max())
+    got = sharded(inverse)(model, q[:30], qd[:30], qdd[:30])
+    out["uneven_max_diff"] = float(np.abs(np.asarray(got) - np.asarray(inverse(model, q[:30], qd[:30], qdd[:30]))).max())
     out["uneven_shape"] = got.shape
     # the gradient of a loss over the sharded batch: each device sums its block
     # (the hand-derived adjoint, and JAX's reverse mode), the blocks are summed
     import jax.numpy as jnp
     out["gradient_rel_diff"] = {}
     for g in ("adjoint", "autodiff"):
-        f = sharded(lambda m, *x: inverse_dynamics_batch(m, *x, gradient=g))
+        f = sharded(lambda m, *x: inverse(m, *x, gradient=g))
         gs = jax.jit(jax.grad(lambda m: jnp.sum(f(m, q, qd, qdd) ** 2)))(model)
-        g1 = jax.jit(jax.grad(lambda m: jnp.sum(inverse_dynamics_batch(m, q, qd, qdd, gradient=g) ** 2)))(model)
+        g1 = jax.jit(jax.grad(lambda m: jnp.sum(inverse(m, q, qd, qdd, gradient=g) ** 2)))(model)
         out["gradient_rel_diff"][g] = max(
             float(np.abs(np.asarray(a) - np.asarray(b)).max() / max(1.0, np.abs(np.asarray(b)).max()))
             for a, b in zip(jax.tree_util.tree_leaves(gs), jax.tree_util.tree_leaves(g1)))
@@ -128,16 +131,16 @@ def test_single_device_and_validation():
     rng = np.random.default_rng(3)
     q, qd, qdd = (rng.standard_normal((8, 2)) for _ in range(3))
     mesh = batch_mesh(jax.devices()[:1])
-    got = sharded(jb.inverse_dynamics_batch, mesh)(model, q, qd, qdd)
-    np.testing.assert_allclose(got, jax.jit(jb.inverse_dynamics_batch)(model, q, qd, qdd), rtol=0, atol=WHOLE_ATOL)
+    got = sharded(jaxmb.inverse_dynamics, mesh)(model, q, qd, qdd)
+    np.testing.assert_allclose(got, jaxmb.inverse_dynamics(model, q, qd, qdd), rtol=0, atol=WHOLE_ATOL)
     with pytest.raises(ValueError, match="one-dimensional"):
-        sharded(jb.inverse_dynamics_batch, Mesh(np.asarray(jax.devices()[:1]).reshape(1, 1), ("a", "b")))
+        sharded(jaxmb.inverse_dynamics, Mesh(np.asarray(jax.devices()[:1]).reshape(1, 1), ("a", "b")))
     with pytest.raises(ValueError, match="no batched argument"):
         sharded(lambda m: m.mass)(model)
     with pytest.raises(ValueError, match="same batch size"):
-        sharded(jb.inverse_dynamics_batch)(model, q, qd, qdd[:4])
+        sharded(jaxmb.inverse_dynamics)(model, q, qd, qdd[:4])
     with pytest.raises(ValueError, match="batch_axis"):
-        sharded(jb.inverse_dynamics_batch, batch_axis=1)
+        sharded(jaxmb.inverse_dynamics, batch_axis=1)
 
 
 def test_gradient_through_sharded_batch(four_devices):

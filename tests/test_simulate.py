@@ -203,7 +203,8 @@ def test_bad_inputs_raise():
     W = np.zeros((2, 3))
     bad = [
         dict(q0=np.zeros(3)),  # wrong shape of q0
-        dict(qd0=np.zeros((1, 2))),  # wrong shape of qd0
+        dict(qd0=np.zeros((1, 3))),  # wrong shape of qd0 ((1, 2) would be a batch of one)
+        dict(q0=np.zeros((2, 2)), qd0=np.zeros((3, 2))),  # batches that do not broadcast
         dict(tau=np.zeros(3), steps=5),  # tau neither (dof,) nor (steps, dof)
         dict(tau=np.zeros((5, 3))),
         dict(tau=np.zeros((5, 2)), loads=np.zeros((6, 2, 3))),  # mismatched numbers of steps

@@ -77,7 +77,10 @@ def state(model, seed=0):
 
 # Every function as f(model, q, qd, x, loads); x is qdd or tau.
 FUNCS = {
-    "inverse_dynamics_recursive": lambda m, q, qd, x, l: mb.inverse_dynamics(m, q, qd, x, l, method="recursive"),
+    # forward and reverse mode are both checked: plain JAX differentiation (the default
+    # hand-derived adjoint is reverse mode only; tests/test_batch.py checks it)
+    "inverse_dynamics_recursive": lambda m, q, qd, x, l: mb.inverse_dynamics(
+        m, q, qd, x, l, method="recursive", gradient="autodiff"),
     "inverse_dynamics_projection": lambda m, q, qd, x, l: mb.inverse_dynamics(m, q, qd, x, l, method="projection"),
     "forward_dynamics": lambda m, q, qd, x, l: mb.forward_dynamics(m, q, qd, x, l),
     "joint_reactions_projection": lambda m, q, qd, x, l: mb.joint_reactions(m, q, qd, x, l, method="projection"),
@@ -154,7 +157,7 @@ def test_grads_wrt_model_pytree_fixed_base():
             [
                 mb.pose(m, q).ravel(),
                 mb.potential_energy(m, q)[None],
-                mb.inverse_dynamics(m, q, qd, x, loads),
+                mb.inverse_dynamics(m, q, qd, x, loads, gradient="autodiff"),
             ]
         )
 

@@ -281,6 +281,14 @@ TAKES_LOADS = [
 ]
 
 
+# the functions that take any leading batch shape (issue 8)
+BATCHED = {
+    "mass_matrix", "bias_forces", "gravity_forces", "external_forces", "inverse_dynamics",
+    "inverse_dynamics_projection", "forward_dynamics", "joint_moments", "joint_reactions",
+    "joint_reactions_recursive", "torque_components", "rnea", "rnea_full", "simulate",
+}
+
+
 def _args(**changes):
     return {**dict(q=Q, qd=Q, qdd=Q, tau=Q, loads=LOADS), **changes}
 
@@ -290,11 +298,17 @@ VECTOR_CASES = [(fname, key, shown) for fname, (_, vecs) in CALLS.items() for ke
 
 @pytest.mark.parametrize("fname, key, shown", VECTOR_CASES, ids=[f"{f}-{s}" for f, _, s in VECTOR_CASES])
 def test_wrong_vector_shape_names_the_expected_shape(fname, key, shown):
-    """(dof - 1,), (dof + 1,), (segments,), a scalar and a batch (1, dof) are all rejected."""
+    """(dof - 1,), (dof + 1,), (segments,) and a scalar are rejected; a batch (1, dof)
+    too by the single-sample functions, while the batched ones (any leading shape)
+    reject a batch of wrong vectors (2, dof + 1)."""
     call = CALLS[fname][0]
-    bads = [np.zeros(DOF - 1), np.zeros(DOF + 1), np.zeros(MODEL.segments), np.float64(0.0), np.zeros((1, DOF))]
-    if (fname, key) == ("simulate", "tau"):
-        bads.pop()  # (1, dof) is a valid tau over one step for simulate
+    bads = [np.zeros(DOF - 1), np.zeros(DOF + 1), np.zeros(MODEL.segments), np.float64(0.0)]
+    if fname in BATCHED:
+        bads.append(np.zeros((2, DOF + 1)))
+        if (fname, key) != ("simulate", "tau"):  # there (1, dof) is tau over one step
+            call(MODEL, _args(**{key: np.zeros((1, DOF))}))  # a batch of one is valid
+    else:
+        bads.append(np.zeros((1, DOF)))
     for bad in bads:
         with pytest.raises(ValueError, match=rf"\b{shown} must .*\(6,\)"):
             call(MODEL, _args(**{key: bad}))
@@ -303,9 +317,10 @@ def test_wrong_vector_shape_names_the_expected_shape(fname, key, shown):
 @pytest.mark.parametrize("fname", TAKES_LOADS)
 def test_wrong_loads_shape_names_segments_by_3(fname):
     call = CALLS[fname][0]
-    bads = [np.zeros((4, 2)), np.zeros((3, 3)), np.zeros(3), np.zeros((6, 3)), np.zeros((1, 4, 3))]
-    if fname == "simulate":
-        bads.pop()  # (1, segments, 3) is valid loads over one step for simulate
+    bads = [np.zeros((4, 2)), np.zeros((3, 3)), np.zeros(3), np.zeros((6, 3))]
+    # (1, segments, 3) is a batch of one for the batched functions (and loads over one
+    # step for simulate); a batch of wrong wrenches is not
+    bads.append(np.zeros((2, 4, 2)) if fname in BATCHED or fname == "applied_wrenches" else np.zeros((1, 4, 3)))
     for bad in bads:
         with pytest.raises(ValueError, match=r"loads must .*\(4, 3\)"):
             call(MODEL, _args(loads=bad))
@@ -369,7 +384,7 @@ def test_shape_checks_also_hold_under_jit_and_vmap():
          r"method must be 'recursive' or 'projection', got 'recursve'"),
         (lambda: mb.inverse_dynamics(MODEL, Z, Z, Z, method="Projection"), r"method must be .* got 'Projection'"),
         (lambda: mb.joint_reactions(MODEL, Z, Z, Z, method="rnea"),
-         r"method must be 'projection' or 'recursive', got 'rnea'"),
+         r"method must be 'recursive' or 'projection', got 'rnea'"),
         (lambda: mb.joint_reactions(MODEL, Z, Z, Z, frame="local"), r"frame must be 'world' or 'segment', got 'local'"),
         (lambda: mb.point_load(MODEL, Z, 1, (0.0, 0.0), (1.0, 0.0), frame="segmnet"),
          r"frame must be 'world' or 'segment', got 'segmnet'"),

@@ -1,0 +1,200 @@
+"""One public function per quantity (issue 8): any leading batch shape equals a loop of
+single samples; nested vmap, forward mode and gradients; what float32 costs per model;
+finite forward dynamics for positive definite mass matrices in float32."""
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from jax.test_util import check_grads
+
+import jaxmb
+from jaxmb import batch as jb
+from random_models import CONFIG_IDS, CONFIGS, random_model, random_state
+
+LEAD = (2, 3)
+TOL = dict(rtol=1e-10, atol=1e-9)
+
+
+def _states(seed, model, lead=LEAD):
+    rng = np.random.default_rng(seed)
+    n = int(np.prod(lead))
+    s = [random_state(rng, model) for _ in range(n)]
+    return tuple(np.stack([x[k] for x in s]).reshape(lead + s[0][k].shape) for k in range(4))
+
+
+def _functions(all_of_them: bool):
+    f = {
+        "inverse_dynamics": lambda m, q, qd, qdd, ld: jaxmb.inverse_dynamics(m, q, qd, qdd, ld),
+        "joint_moments": lambda m, q, qd, qdd, ld: jaxmb.joint_moments(m, q, qd, qdd, ld),
+        "joint_reactions": lambda m, q, qd, qdd, ld: jaxmb.joint_reactions(m, q, qd, qdd, ld, frame="segment"),
+        "forward_dynamics": lambda m, q, qd, qdd, ld: jaxmb.forward_dynamics(m, q, qd, qdd, ld),
+    }
+    if all_of_them:
+        f.update({
+            "mass_matrix": lambda m, q, qd, qdd, ld: jaxmb.mass_matrix(m, q),
+            "bias_forces": lambda m, q, qd, qdd, ld: jaxmb.bias_forces(m, q, qd),
+            "gravity_forces": lambda m, q, qd, qdd, ld: jaxmb.gravity_forces(m, q),
+            "external_forces": lambda m, q, qd, qdd, ld: jaxmb.external_forces(m, q, ld),
+            "rnea_full": lambda m, q, qd, qdd, ld: jnp.concatenate(
+                [x.reshape(x.shape[: q.ndim - 1] + (-1,)) for x in jaxmb.rnea_full(m, q, qd, qdd, ld)], -1),
+            "torque_components": lambda m, q, qd, qdd, ld: jaxmb.torque_components(m, q, qd, qdd, ld)["coriolis"],
+        })  # fmt: skip
+    return f
+
+
+@pytest.mark.parametrize("tree,base,coordinates", CONFIGS, ids=CONFIG_IDS)
+def test_leading_shape_equals_a_loop_of_single_samples(tree, base, coordinates):
+    # (2, 3, dof) inputs, per-sample loads (2, 3, segments, 3) and shared loads
+    # (segments, 3), against a Python loop of (dof,) calls; every public function and
+    # shared loads on two of the configurations, the four main ones on all
+    model = random_model(np.random.default_rng(20), 3, tree=tree, base=base, coordinates=coordinates)
+    q, qd, qdd, loads = _states(21, model)
+    every = (tree, base, coordinates) in (CONFIGS[0], CONFIGS[-1])
+    for name, f in _functions(every).items():
+        for ld, shared in ((loads, False), (loads[0, 0], True))[: 2 if every else 1]:
+            got = f(model, q, qd, qdd, ld)
+            assert got.shape[:2] == LEAD, name
+            for i in np.ndindex(LEAD):
+                one = f(model, q[i], qd[i], qdd[i], ld if shared else ld[i])
+                np.testing.assert_allclose(got[i], one, **TOL, err_msg=f"{name} {i} shared={shared}")
+
+
+def test_broadcasting_and_errors():
+    model = jaxmb.seven_segment_human()
+    q, qd, qdd, loads = _states(22, model, (4,))
+    # a (T, dof) series against one shared velocity: NumPy broadcasting
+    got = jaxmb.inverse_dynamics(model, q, qd[0], qdd)
+    ref = jaxmb.inverse_dynamics(model, q, np.broadcast_to(qd[0], q.shape), qdd)
+    np.testing.assert_allclose(got, ref, **TOL)
+    with pytest.raises(ValueError, match="do not broadcast"):
+        jaxmb.inverse_dynamics(model, q, qd[:3], qdd)
+    with pytest.raises(ValueError, match="q"):
+        jaxmb.inverse_dynamics(model, q[:, :3], qd, qdd)
+
+
+def test_nested_vmap_subjects_trials_time():
+    # subjects x trials x time: vmap(vmap(vmap(single sample))) equals one call on
+    # (S, R, T, dof) (the custom_vmap rule adds a leading dimension per level), also
+    # with a different model per subject (JAX's batching of the kernel)
+    model = random_model(np.random.default_rng(23), 4, base="floating", coordinates="absolute")
+    q, qd, qdd, loads = _states(24, model, (2, 2, 5))
+    f = lambda m, a, b, c, d: jaxmb.joint_moments(m, a, b, c, d)  # noqa: E731
+    nested = jax.jit(jax.vmap(jax.vmap(jax.vmap(f, (None, 0, 0, 0, 0)), (None, 0, 0, 0, 0)), (None, 0, 0, 0, 0)))
+    np.testing.assert_allclose(nested(model, q, qd, qdd, loads), f(model, q, qd, qdd, loads), **TOL)
+    subjects = jax.tree_util.tree_map(lambda x: jnp.stack([x, 1.2 * x]), model)
+    per_subject = jax.vmap(lambda m, a, b, c, d: f(m, a, b, c, d))(subjects, q, qd, qdd, loads)
+    for s in range(2):
+        m_s = jax.tree_util.tree_map(lambda x: x[s], subjects)
+        np.testing.assert_allclose(per_subject[s], f(m_s, q[s], qd[s], qdd[s], loads[s]), **TOL)
+
+
+def test_forward_mode_against_the_projection():
+    # jvp of the batched kernel (gradient="autodiff" for inverse dynamics; the other
+    # functions always allow forward mode) against the jvp of the pose-map formulas
+    model = random_model(np.random.default_rng(25), 3, tree=True, base="floating")
+    q, qd, qdd, loads = (jnp.asarray(x) for x in _states(26, model, (6,)))
+    dq = jnp.asarray(np.random.default_rng(27).normal(size=q.shape))
+    for fn, kw in ((jaxmb.inverse_dynamics, dict(gradient="autodiff")), (jaxmb.joint_reactions, {})):
+        _, t = jax.jvp(lambda x: fn(model, x, qd, qdd, loads, **kw), (q,), (dq,))
+        _, r = jax.jvp(lambda x: fn(model, x, qd, qdd, loads, method="projection"), (q,), (dq,))
+        np.testing.assert_allclose(t, r, rtol=1e-9, atol=1e-8)
+    # forward dynamics: d/dq of qdd(q) from M qdd = tau - bias, by central differences
+    tau = jaxmb.inverse_dynamics(model, q, qd, qdd, loads)
+    _, t = jax.jvp(lambda x: jaxmb.forward_dynamics(model, x, qd, tau, loads), (q,), (dq,))
+    h = 1e-6
+    fd = (jaxmb.forward_dynamics(model, q + h * dq, qd, tau, loads)
+          - jaxmb.forward_dynamics(model, q - h * dq, qd, tau, loads)) / (2 * h)  # fmt: skip
+    np.testing.assert_allclose(t, fd, rtol=1e-6, atol=1e-5)
+
+
+def test_gradients_through_the_human():
+    # every public function of the seven-segment human differentiates (reverse mode
+    # w.r.t. the model and the state) and agrees with central differences
+    model = jaxmb.seven_segment_human()
+    q, qd, qdd, loads = (jnp.asarray(x) for x in _states(28, model, (3,)))
+    fns = {
+        "inverse_dynamics": lambda m, x: jaxmb.inverse_dynamics(m, x, qd, qdd, loads),
+        "joint_moments": lambda m, x: jaxmb.joint_moments(m, x, qd, qdd, loads),
+        "joint_reactions": lambda m, x: jaxmb.joint_reactions(m, x, qd, qdd, loads),
+        "forward_dynamics": lambda m, x: jaxmb.forward_dynamics(m, x, qd, qdd, loads),
+        "mass_matrix": lambda m, x: jaxmb.mass_matrix(m, x),
+    }
+    for name, f in fns.items():
+        loss = jax.jit(lambda m, x, f=f: jnp.sum(jnp.sin(f(m, x))))
+        gm, gq = jax.grad(loss, argnums=(0, 1))(model, q)
+        assert np.isfinite(gq).all() and all(np.isfinite(x).all() for x in jax.tree_util.tree_leaves(gm)), name
+        check_grads(lambda x, f=f: f(model, x), (q,), order=1, modes=["rev"], atol=1e-4, rtol=1e-4)
+        check_grads(lambda mass, f=f: f(model.replace(mass=mass), q), (model.mass,), order=1, modes=["rev"],
+                    atol=1e-4, rtol=1e-4)  # fmt: skip
+
+
+# float32 against float64, relative to the largest entry, over 2048 random states
+# (angles U(-pi, pi), rates N(0, 2^2), accelerations N(0, 5^2)). Measured on this
+# CPU: inverse dynamics 1.1e-7 to 8.6e-7, reactions 1.1e-7 to 6.3e-7, forward of
+# inverse 1.4e-5 (chain 3), 1.4e-4 (chain 7), 5.9e-3 (chain 20: M's condition
+# number), 6e-6 (human); the bounds below leave a factor of about 5.
+F32_BOUNDS = {"chain3": (5e-6, 1e-4), "chain7": (5e-6, 1e-3), "chain20": (5e-6, 3e-2), "human": (5e-6, 5e-5)}
+
+
+def _bench_model(name):
+    if name == "human":
+        return jaxmb.seven_segment_human()
+    n = int(name[5:])
+    rng = np.random.default_rng(100 + n)
+    length = rng.uniform(0.25, 0.5, n)
+    mass = rng.uniform(1.0, 8.0, n)
+    com = np.stack([0.43 * length, rng.uniform(-0.02, 0.02, n)], 1)
+    return jaxmb.chain(length, com, mass, mass * length**2 * rng.uniform(0.05, 0.09, n))
+
+
+@pytest.mark.parametrize("name", list(F32_BOUNDS))
+def test_float32_cost_per_model(name):
+    model = _bench_model(name)
+    rng = np.random.default_rng(29)
+    B, dof = 2048, model.dof
+    q = rng.uniform(-np.pi, np.pi, (B, dof))
+    if model.base == "floating":
+        q[:, :2] = rng.uniform(-1, 1, (B, 2))
+    qd, qdd = 2 * rng.standard_normal((B, dof)), 5 * rng.standard_normal((B, dof))
+    x32 = [x.astype(np.float32) for x in (q, qd, qdd)]
+    x64 = [x.astype(np.float64) for x in x32]
+    id_bound, fd_bound = F32_BOUNDS[name]
+    for fn in (jaxmb.inverse_dynamics, jaxmb.joint_reactions):
+        a, b = fn(model, *x32), fn(model, *x64)
+        assert a.dtype == jnp.float32
+        assert float(jnp.max(jnp.abs(a - b)) / jnp.max(jnp.abs(b))) < id_bound, fn.__name__
+    tau = jaxmb.inverse_dynamics(model, *x32)
+    acc = np.asarray(jaxmb.forward_dynamics(model, x32[0], x32[1], tau), np.float64)
+    assert np.isfinite(acc).all()
+    assert np.abs(acc - x64[2]).max() / np.abs(x64[2]).max() < fd_bound
+
+
+@pytest.mark.parametrize("solver", [jb._ldl_solve_rows, jb._cholesky_solve_rows], ids=["ldl", "cholesky"])
+def test_float32_solve_stays_finite_near_singular(solver):
+    # symmetric positive definite matrices whose condition number (1e9) is beyond
+    # float32: rounding makes some pivots zero or negative; the floor keeps the
+    # solution finite. In float64 the floor does not act (the exact solve).
+    rng = np.random.default_rng(30)
+    d, b = 6, 256
+    Q = np.linalg.qr(rng.normal(size=(b, d, d)))[0]
+    eig = np.logspace(0, -9, d)
+    M = np.einsum("bij,j,bkj->ikb", Q, eig, Q)  # (d, d, b)
+    r = rng.normal(size=(d, b))
+    x32 = solver(jnp.asarray(M, jnp.float32), jnp.asarray(r, jnp.float32))
+    assert x32.dtype == jnp.float32 and np.isfinite(np.asarray(x32)).all()
+    well = np.einsum("bij,j,bkj->ikb", Q, np.logspace(0, -2, d), Q)
+    x64 = solver(jnp.asarray(well), jnp.asarray(r))
+    ref = np.stack([np.linalg.solve(well[:, :, k], r[:, k]) for k in range(b)], 1)
+    np.testing.assert_allclose(x64, ref, rtol=1e-10, atol=1e-10)
+
+
+def test_direct_call_compiles_once_and_is_cached():
+    # a direct call from Python dispatches to the compiled kernel: a second call with
+    # new values (same shapes, a new mass) does not compile again
+    model = random_model(np.random.default_rng(31), 3)
+    q, qd, qdd, _ = _states(32, model, (50,))
+    jaxmb.inverse_dynamics(model, q, qd, qdd)
+    before = jb._jitted._cache_size()
+    jaxmb.inverse_dynamics(model.replace(mass=model.mass * 1.1), q + 0.1, qd, qdd)
+    assert jb._jitted._cache_size() == before
