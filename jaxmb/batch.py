@@ -990,6 +990,8 @@ def _operator(spec: Spec, topo: Model):
             return out, jnp.zeros_like(out)
         return jax.jvp(h, [flat_p[i] for i in live], [flat_t[i] for i in live])
 
+    if spec.kind == "forward":
+        jvp = _forward_jvp(spec, topo, raw)
     g.defjvp(jvp, symbolic_zeros=True)
 
     if _uses_adjoint(spec, topo):
@@ -1042,6 +1044,48 @@ def _operator(spec: Spec, topo: Model):
         return v
 
     return g
+
+
+def _forward_jvp(spec: Spec, topo: Model, raw):
+    """The derivative of forward dynamics from that of inverse dynamics.
+
+    qdd solves ID(params, q, qd, qdd, loads) = tau, so by the implicit function
+    theorem d qdd = M^-1 (d tau - dID), with dID the derivative of inverse dynamics
+    with qdd held at its value (one forward-mode pass of the recursion) and M^-1 a
+    solve with the mass matrix (the forward kernel with no velocity, gravity or
+    loads: its bias is zero). Nothing differentiates the factorisation, so the
+    gradient compiles in a fraction of the time (the unrolled LDL^T's reverse mode
+    took 20 s for the seven-segment human) and runs faster; reverse mode transposes
+    the linear solve."""
+    tau_raw = functools.partial(evaluate, Spec("tau", spec.method, spec.chunk, "autodiff"), topo)
+
+    def jvp(primals, tangents):
+        params, q, qd, tau, loads = primals
+        t_params, t_q, t_qd, t_tau, t_loads = tangents
+        qdd = raw(params, q, qd, tau, loads)
+        live = lambda t: not isinstance(t, jax.custom_derivatives.SymbolicZero)  # noqa: E731
+        flat_t, tree_t = jax.tree_util.tree_flatten(
+            (t_params, t_q, t_qd, t_loads), is_leaf=lambda t: isinstance(t, jax.custom_derivatives.SymbolicZero)
+        )
+        flat_p = jax.tree_util.tree_leaves((params, q, qd, loads))
+        idx = [i for i, t in enumerate(flat_t) if live(t)]
+        r = jnp.zeros_like(qdd)
+        if live(t_tau):
+            r = r + jnp.broadcast_to(t_tau, qdd.shape)
+        if idx:
+            def h(*xs):
+                fp = list(flat_p)
+                for i, x in zip(idx, xs):
+                    fp[i] = x
+                pa, q_, qd_, ld = jax.tree_util.tree_unflatten(tree_t, fp)
+                return tau_raw(pa, q_, qd_, qdd, ld)
+
+            r = r - jax.jvp(h, [flat_p[i] for i in idx], [flat_t[i] for i in idx])[1]
+        still = params[:4] + (jnp.zeros_like(params[4]),)
+        zero = jnp.zeros_like(qdd)
+        return qdd, raw(still, jnp.broadcast_to(q, qdd.shape), zero, r, None)
+
+    return jvp
 
 
 def call(spec: Spec, model: Model, q, qd, x3, loads):
