@@ -262,7 +262,15 @@ def forward_dynamics(model: Model, q, qd, tau, loads=None, *, chunk: int | None 
     The bias C + G + E is one recursive Newton-Euler pass with qdd = 0; M comes from
     composite-body sums and is factorised per sample over the batch axis (an LDL^T
     unrolled over the coordinates up to 12 of them, a Cholesky column loop beyond; no
-    LAPACK call per sample), in chunks of 2048 samples by default.
+    LAPACK call per sample), in chunks of 2048 samples by default. A pivot that
+    rounding makes smaller than 4 eps M_jj (float32 on an ill-conditioned M) is raised
+    to that floor, so the result stays finite for every positive definite M.
+
+    Derivatives (both modes) follow from those of inverse dynamics: qdd solves
+    ID(q, qd, qdd) = tau, so d qdd = M^-1 (d tau - dID) with qdd held fixed: one
+    forward-mode pass of the recursion and one solve, with no derivative of the
+    factorisation (for the seven-segment human the gradient compiles in about 14 s,
+    most of it the unrolled factorisation itself, which compiles in 3 s).
 
     Args:
       model: the model.
