@@ -222,3 +222,13 @@ def test_bad_inputs_get_clear_errors(kwargs, match):
         args["start"] = [0.1, 0.2, 0.3]
     with pytest.raises(ValueError, match=match):
         optimize(UNO, args["start"], args["end"], args["duration"], **kwargs)
+
+
+def test_vmap_batching_equals_map():
+    # the lock-step form (for accelerators) solves the same problems
+    kw = dict(cost="torque_change", **KW)
+    starts, ends = np.array([[0.2], [-0.3]]), np.array([[1.4], [0.5]])
+    a = optimize(PENDULUM, starts, ends, 0.6, batching="vmap", **kw)
+    b = optimize(PENDULUM, starts, ends, 0.6, **kw)
+    np.testing.assert_allclose(a.q, b.q, rtol=1e-6, atol=1e-9)
+    assert np.all(a.converged) and np.all(b.converged)
