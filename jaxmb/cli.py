@@ -16,7 +16,7 @@ __all__ = ["main", "reaching_torques"]
 
 # modules of this package that each define ``add_command(subparsers)``: a subcommand
 # whose arguments and work live beside the feature it runs
-_COMMANDS: tuple[str, ...] = ("_cmd_gait", "_cmd_identify")
+_COMMANDS: tuple[str, ...] = ("_cmd_gait", "_cmd_identify", "_cmd_optimal")
 
 
 def reaching_torques(duration: float = 0.5, *, gravity: float = 9.81, samples: int = 201,

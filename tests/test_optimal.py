@@ -232,3 +232,17 @@ def test_vmap_batching_equals_map():
     b = optimize(PENDULUM, starts, ends, 0.6, **kw)
     np.testing.assert_allclose(a.q, b.q, rtol=1e-6, atol=1e-9)
     assert np.all(a.converged) and np.all(b.converged)
+
+
+def test_cli_optimal_writes_figure_and_csv(tmp_path, capsys):
+    from jaxmb.cli import main
+
+    assert main(["optimal", "--cost", "hand_jerk", "--nodes", str(NODES), "--out", str(tmp_path)]) == 0
+    assert "hand_jerk" in capsys.readouterr().out
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["optimal_reach.csv", "optimal_reach.png"]
+    rows = (tmp_path / "optimal_reach.csv").read_text().splitlines()
+    assert rows[0].startswith("criterion,t_s") and len(rows) == 1 + NODES
+    # bad input: a one-line message and a non-zero exit, nothing written
+    out = tmp_path / "bad"
+    assert main(["optimal", "--end", "2", "2", "--out", str(out)]) == 2
+    assert "out of reach" in capsys.readouterr().err and not out.exists()

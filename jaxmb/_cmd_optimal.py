@@ -1,0 +1,169 @@
+"""``jaxmb optimal``: optimal reaches of the two-link arm, figure and CSV.
+
+Registered by :mod:`jaxmb.cli` (``_COMMANDS``). Defaults: the notes' arm (1.70 m,
+70 kg) in the horizontal plane, a lateral reach in front of the body in 0.5 s,
+compared under minimum hand jerk, minimum torque change and minimum torque.
+``--grid N`` adds the curvature of the paths to N x N targets (one batched call,
+with a progress bar).
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import os
+import sys
+import tempfile
+
+COSTS = ("hand_jerk", "joint_jerk", "torque", "torque_change")
+
+
+def add_command(sub):
+    p = sub.add_parser("optimal", help="optimal reaches of the two-link arm (minimum jerk / torque change / torque)")
+    p.add_argument("--cost", default="hand_jerk,torque_change,torque",
+                   help=f"comma-separated criteria among {', '.join(COSTS)} (default: hand_jerk,torque_change,torque)")
+    p.add_argument("--start", type=float, nargs=2, default=(-0.25, 0.40), metavar=("X", "Y"),
+                   help="hand start, m, shoulder at the origin (default -0.25 0.40)")
+    p.add_argument("--end", type=float, nargs=2, default=(0.25, 0.40), metavar=("X", "Y"),
+                   help="hand target, m (default 0.25 0.40)")
+    p.add_argument("--duration", type=float, default=0.5, help="movement time, s (default 0.5)")
+    p.add_argument("--gravity", type=float, default=0.0, help="m/s^2, along -y (default 0: horizontal plane)")
+    p.add_argument("--height", type=float, default=1.70, help="body height, m (default 1.70)")
+    p.add_argument("--mass", type=float, default=70.0, help="body mass, kg (default 70)")
+    p.add_argument("--nodes", type=int, default=100, help="time nodes (default 100)")
+    p.add_argument("--grid", type=int, default=0, help="also map the path curvature to N x N targets (default 0: off)")
+    p.add_argument("--out", default="jaxmb-out", help="folder for the figure and CSV files")
+    p.set_defaults(func=run)
+
+
+def _fail(msg: str) -> int:
+    print(f"jaxmb optimal: error: {msg}", file=sys.stderr)
+    return 2
+
+
+def _write_atomic(path: str, data: bytes):
+    d = os.path.dirname(os.path.abspath(path))
+    fd, tmp = tempfile.mkstemp(dir=d, prefix=".tmp-", suffix=os.path.splitext(path)[1])
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+        os.replace(tmp, path)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise
+
+
+def curvature(hand):
+    """Signed maximal lateral deviation from the start-end chord over its length, (...)."""
+    import numpy as np
+
+    h = np.asarray(hand)
+    d = h[..., -1, :] - h[..., 0, :]
+    length = np.linalg.norm(d, axis=-1)
+    n = np.stack([-d[..., 1], d[..., 0]], -1) / np.where(length > 0, length, 1.0)[..., None]
+    lateral = np.einsum("...ti,...i->...t", h - h[..., :1, :], n)
+    k = np.argmax(np.abs(lateral), axis=-1)
+    return np.take_along_axis(lateral, k[..., None], -1)[..., 0] / np.where(length > 0, length, np.nan)
+
+
+def figure(results, title):
+    """Hand paths and speed profiles of the criteria, one figure."""
+    import numpy as np
+    from matplotlib.figure import Figure
+
+    fig = Figure(figsize=(9.5, 4), layout="constrained")
+    ax_p, ax_v = fig.subplots(1, 2)
+    for k, (c, r) in enumerate(results.items()):
+        h = np.asarray(r.hand)
+        ax_p.plot(h[:, 0], h[:, 1], color=f"C{k}", lw=2, label=c.replace("_", " "))
+        ax_v.plot(np.asarray(r.t), np.linalg.norm(np.asarray(r.hand_vel), axis=-1), color=f"C{k}", lw=2)
+    ax_p.plot(0, 0, "ks")
+    ax_p.set_aspect("equal", adjustable="datalim")
+    ax_p.set_xlabel("x (m)")
+    ax_p.set_ylabel("y (m)")
+    ax_p.legend(fontsize=8)
+    ax_p.set_title("hand paths (shoulder at the square)", fontsize=10)
+    ax_v.set_xlabel("time (s)")
+    ax_v.set_ylabel("hand speed (m/s)")
+    ax_v.set_title("speed profiles", fontsize=10)
+    fig.suptitle(title, fontsize=10)
+    return fig
+
+
+def run(args) -> int:
+    import jax
+
+    jax.config.update("jax_enable_x64", True)
+    import numpy as np
+
+    import jaxmb
+
+    costs = [c.strip() for c in args.cost.split(",") if c.strip()]
+    bad = [c for c in costs if c not in COSTS]
+    if not costs or bad:
+        return _fail(f"unknown cost {bad[0] if bad else '(none)'!r}: choose among {', '.join(COSTS)}")
+    if args.nodes < 2:
+        return _fail("--nodes must be >= 2")
+    if not (args.height > 0 and args.mass > 0):
+        return _fail("--height and --mass must be > 0")
+    if args.grid < 0 or args.grid == 1:
+        return _fail("--grid must be 0 (off) or >= 2")
+    model = jaxmb.two_link_arm(height=args.height, body_mass=args.mass, gravity=args.gravity)
+    r_min, r_max = jaxmb.workspace(model)
+    for name, p in (("--start", args.start), ("--end", args.end)):
+        r = float(np.hypot(*p))
+        if not r_min < r < r_max:
+            return _fail(f"{name} {p[0]:g} {p[1]:g} is out of reach: |p| = {r:.3f} m, the arm reaches "
+                         f"{r_min:.3f} m < |p| < {r_max:.3f} m")
+    start, end = np.asarray(args.start), np.asarray(args.end)
+    results = {}
+    for c in costs:
+        results[c] = jaxmb.optimize(model, start, end, args.duration, target="hand", cost=c, nodes=args.nodes)
+    print(f"Two-link arm ({args.height:g} m, {args.mass:g} kg), g = {args.gravity:g} m/s^2, "
+          f"hand {tuple(args.start)} -> {tuple(args.end)} m in {args.duration:g} s")
+    print(f"{'criterion':>15s}{'curvature':>11s}{'peak speed':>12s}{'cost':>12s}{'iterations':>11s}  status")
+    for c, r in results.items():
+        speed = np.linalg.norm(np.asarray(r.hand_vel), axis=-1)
+        print(f"{c:>15s}{100 * float(curvature(r.hand)):10.2f}%{speed.max():10.3f} m/s{float(r.cost):12.4g}"
+              f"{int(r.iterations):11d}  {jaxmb.optimal.STATUS[int(r.status)]}")
+    if not args.out:
+        return 0
+    os.makedirs(args.out, exist_ok=True)
+    # trajectories, one row per criterion and node
+    buf = io.StringIO()
+    w = csv.writer(buf)
+    w.writerow(["criterion", "t_s", "q1_rad", "q2_rad", "x_m", "y_m", "vx_m_s", "vy_m_s", "tau1_Nm", "tau2_Nm"])
+    for c, r in results.items():
+        for row in zip(np.asarray(r.t), *np.asarray(r.q).T, *np.asarray(r.hand).T, *np.asarray(r.hand_vel).T,
+                       *np.asarray(r.tau).T):
+            w.writerow([c] + [f"{v:.10g}" for v in row])
+    csv_path = os.path.join(args.out, "optimal_reach.csv")
+    _write_atomic(csv_path, buf.getvalue().encode())
+    fig = figure(results, f"optimal reaches, {args.duration:g} s, g = {args.gravity:g} m/s$^2$")
+    png = io.BytesIO()
+    fig.savefig(png, format="png", dpi=100)
+    png_path = os.path.join(args.out, "optimal_reach.png")
+    _write_atomic(png_path, png.getvalue())
+    print(f"figure: {png_path}\ntrajectories: {csv_path}")
+    if args.grid:
+        xs = np.linspace(-r_max, r_max, args.grid)
+        X, Y = np.meshgrid(xs, xs)
+        tg = np.stack([X.ravel(), Y.ravel()], -1)
+        r = np.linalg.norm(tg, axis=-1)
+        tg = tg[(r > r_min + 0.02 * r_max) & (r < 0.97 * r_max) & (np.linalg.norm(tg - start, axis=-1) > 0.05)]
+        if len(tg) == 0:
+            return _fail("--grid: no reachable target")
+        res = jaxmb.optimize(model, start, tg, args.duration, target="hand", cost="torque_change", nodes=args.nodes,
+                             chunk=max(1, -(-len(tg) // 20)), progress=True)
+        k = curvature(res.hand)
+        buf = io.StringIO()
+        w = csv.writer(buf)
+        w.writerow(["x_m", "y_m", "curvature", "converged"])
+        for (x, y), kk, ok in zip(tg, k, np.asarray(res.converged)):
+            w.writerow([f"{x:.6g}", f"{y:.6g}", f"{kk:.6g}", int(ok)])
+        grid_path = os.path.join(args.out, "optimal_workspace.csv")
+        _write_atomic(grid_path, buf.getvalue().encode())
+        print(f"workspace: {len(tg)} minimum-torque-change reaches, {int(np.sum(res.converged))} converged, "
+              f"|curvature| median {100 * np.median(np.abs(k)):.1f} %, max {100 * np.max(np.abs(k)):.1f} %: {grid_path}")
+    return 0
