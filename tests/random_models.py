@@ -14,10 +14,11 @@ so that no special case (com on the axis, joint at the distal end) hides an erro
 from __future__ import annotations
 
 import numpy as np
+import pytest
 
 import jaxmb
 
-__all__ = ["random_model", "random_state", "CONFIGS"]
+__all__ = ["random_model", "random_state", "CONFIGS", "CONFIG_PARAMS", "config_fixture_params"]
 
 # every (tree, base, coordinates) combination, for pytest.mark.parametrize
 CONFIGS = [
@@ -81,6 +82,23 @@ def random_state(rng: np.random.Generator, model: jaxmb.Model):
 
 
 CONFIG_IDS = [f"{'tree' if t else 'chain'}-{b}-{c}" for t, b, c in CONFIGS]
+
+# The default run covers each value of each factor (chain and tree, fixed and floating,
+# relative and absolute) with these three; the other five are marked slow (--slow).
+CORE_CONFIGS = [(False, "fixed", "relative"), (True, "floating", "absolute"), (False, "floating", "relative")]
+CONFIG_PARAMS = [
+    pytest.param(*c, id=i, marks=() if c in CORE_CONFIGS else pytest.mark.slow)
+    for c, i in zip(CONFIGS, CONFIG_IDS)
+]
+
+
+def config_fixture_params(indexed: bool = False):
+    """Fixture params over CONFIGS (``(index, config)`` when ``indexed``), the five
+    outside CORE_CONFIGS marked slow."""
+    return [
+        pytest.param((k, c) if indexed else c, id=i, marks=() if c in CORE_CONFIGS else pytest.mark.slow)
+        for k, (c, i) in enumerate(zip(CONFIGS, CONFIG_IDS))
+    ]
 
 
 def random_case(seed, tree, base, coordinates, n=5):

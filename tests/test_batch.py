@@ -15,7 +15,7 @@ import pytest
 
 import jaxmb
 from jaxmb import batch as jb
-from random_models import CONFIG_IDS, CONFIGS, random_model, random_state
+from random_models import CONFIG_IDS, CONFIG_PARAMS, CONFIGS, random_model, random_state
 
 # The recursion and the projection differ in operation order: a few hundred ulp of
 # the largest term (forces up to ~1e3 N, moments ~1e3 N m).
@@ -97,7 +97,7 @@ def _batched(model, q, qd, qdd, loads):
     return out
 
 
-@pytest.mark.parametrize("tree,base,coordinates", CONFIGS, ids=CONFIG_IDS)
+@pytest.mark.parametrize("tree,base,coordinates", CONFIG_PARAMS)
 def test_batch_matches_projection(tree, base, coordinates):
     rng = np.random.default_rng(10)
     model = random_model(rng, 4, tree=tree, base=base, coordinates=coordinates)
@@ -255,7 +255,7 @@ def _weighted_loss(gradient, loads_kind, axis, weights):
     return loss
 
 
-@pytest.mark.parametrize(("tree", "base", "coordinates"), CONFIGS, ids=CONFIG_IDS)
+@pytest.mark.parametrize(("tree", "base", "coordinates"), CONFIG_PARAMS)
 def test_adjoint_gradient_of_every_input(tree, base, coordinates):
     # The hand-derived parameter adjoint (gradient="adjoint", the default) against
     # reverse mode through jax.vmap of the core function (the projection formulas),

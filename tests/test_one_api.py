@@ -10,7 +10,7 @@ from jax.test_util import check_grads
 
 import jaxmb
 from jaxmb import batch as jb
-from random_models import CONFIG_IDS, CONFIGS, random_model, random_state
+from random_models import CONFIG_IDS, CONFIG_PARAMS, CONFIGS, random_model, random_state
 
 LEAD = (2, 3)
 TOL = dict(rtol=1e-10, atol=1e-9)
@@ -43,7 +43,7 @@ def _functions(all_of_them: bool):
     return f
 
 
-@pytest.mark.parametrize("tree,base,coordinates", CONFIGS, ids=CONFIG_IDS)
+@pytest.mark.parametrize("tree,base,coordinates", CONFIG_PARAMS)
 def test_leading_shape_equals_a_loop_of_single_samples(tree, base, coordinates):
     # (2, 3, dof) inputs, per-sample loads (2, 3, segments, 3) and shared loads
     # (segments, 3), against a Python loop of (dof,) calls; every public function and

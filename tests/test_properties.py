@@ -31,7 +31,7 @@ def trees(draw):
     return model, q, qd, qdd, loads
 
 
-SETTINGS = settings(max_examples=12, deadline=None, derandomize=True,
+SETTINGS = settings(max_examples=6, deadline=None, derandomize=True,
                     suppress_health_check=[HealthCheck.too_slow])
 
 

@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 import jaxmb
-from random_models import CONFIG_IDS, CONFIGS, random_case, random_state
+from random_models import CONFIGS, CONFIG_IDS, config_fixture_params, random_case, random_state
 
 # Reactions are O(10-1e3) N; two float64 evaluations by different operation orders
 # agree to a few hundred ulp of the largest term.
@@ -30,7 +30,7 @@ def _case(seed, tree, base, coordinates, n=N_SEGMENTS):
     return random_case(seed, tree, base, coordinates, n)
 
 
-@pytest.fixture(params=list(enumerate(CONFIGS)), ids=IDS)
+@pytest.fixture(params=config_fixture_params(indexed=True))
 def case(request):
     k, (tree, base, coordinates) = request.param
     return _case(200 + k, tree, base, coordinates)

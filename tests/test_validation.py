@@ -264,6 +264,7 @@ CALLS = {
         [("q", "q"), ("qd", "qd"), ("qdd", "qdd")],
     ),
     "point_load": (lambda m, a: mb.point_load(m, a["q"], 1, P2, P2), [("q", "q")]),
+    "hand_position": (lambda m, a: mb.hand_position(m, a["q"]), [("q", "q")]),
     "rnea": (lambda m, a: mb.rnea(m, a["q"], a["qd"], a["qdd"], a["loads"]), [("q", "q"), ("qd", "qd"), ("qdd", "qdd")]),
     "rnea_full": (
         lambda m, a: mb.rnea_full(m, a["q"], a["qd"], a["qdd"], a["loads"]),
@@ -285,7 +286,7 @@ TAKES_LOADS = [
 BATCHED = {
     "mass_matrix", "bias_forces", "gravity_forces", "external_forces", "inverse_dynamics",
     "inverse_dynamics_projection", "forward_dynamics", "joint_moments", "joint_reactions",
-    "joint_reactions_recursive", "torque_components", "rnea", "rnea_full", "simulate",
+    "joint_reactions_recursive", "torque_components", "rnea", "rnea_full", "simulate", "hand_position",
 }
 
 
