@@ -299,16 +299,6 @@ def _check_points(arrays: dict) -> tuple:
     return shape
 
 
-def _positive_number(x, name: str, unit: str) -> float:
-    try:
-        v = float(x)
-    except (TypeError, ValueError):
-        raise ValueError(f"{name} must be a number ({unit}), got {x!r}") from None
-    if not math.isfinite(v) or v <= 0:
-        raise ValueError(f"{name} must be > 0 {unit}, got {v}")
-    return v
-
-
 def _check_finite_valid(a: np.ndarray, name: str, mask: np.ndarray):
     """NaN/inf is an error on valid samples (a: (B, T, ...), mask: (B, T))."""
     bad = ~np.isfinite(a).reshape(a.shape[:2] + (-1,)).all(-1) & mask
@@ -384,17 +374,18 @@ def _segment_spec(segments, body_mass, table, lead: tuple):
     return M[:, None] * fm, np.broadcast_to(fk, (B, 3)), np.broadcast_to(fc, (B, 3)), True
 
 
-def _body_mass(body_mass, lead):
-    if body_mass is None:
+def _per_trial(x, name: str, unit: str, lead):
+    """A positive quantity per trial (body mass, height): () or lead-shaped, or None."""
+    if x is None:
         return None
-    m = _as_float(body_mass, "body_mass")
+    v = _as_float(x, name)
     try:
-        m = np.broadcast_to(m, lead).copy()
+        v = np.broadcast_to(v, lead).copy()
     except ValueError:
-        raise ValueError(f"body_mass has shape {m.shape}, which does not fit the trials {lead}") from None
-    if not np.isfinite(m).all() or (m <= 0).any():
-        raise ValueError(f"body_mass must be > 0 kg, got {m}")
-    return m if lead else float(m)
+        raise ValueError(f"{name} has shape {v.shape}, which does not fit the trials {lead}") from None
+    if not np.isfinite(v).all() or (v <= 0).any():
+        raise ValueError(f"{name} must be > 0 {unit}, got {v}")
+    return v if lead else float(v)
 
 
 # ----------------------------------------------------------------- preparation
@@ -655,8 +646,8 @@ def analyze(
 
     if convention not in _CONVENTIONS:
         raise ValueError(f"convention must be one of {_CONVENTIONS}, got {convention!r}")
-    rate = _positive_number(rate, "rate", "Hz")
-    force_rate = rate if force_rate is None else _positive_number(force_rate, "force_rate", "Hz")
+    rate = _signal._positive(rate, "rate", "Hz")
+    force_rate = rate if force_rate is None else _signal._positive(force_rate, "force_rate", "Hz")
     gravity = float(gravity)
     if not math.isfinite(gravity):
         raise ValueError(f"gravity must be finite (m/s^2), got {gravity}")
@@ -767,14 +758,14 @@ def analyze(
     if auto and cutoff != "auto":
         raise ValueError(f"cutoff must be None, a number (Hz) or 'auto', got {cutoff!r}")
     if cutoff is not None and not auto:
-        cutoff = _positive_number(cutoff, "cutoff", "Hz")
+        cutoff = _signal._positive(cutoff, "cutoff", "Hz")
         if cutoff >= rate / 2:
             raise ValueError(f"cutoff {cutoff} Hz must be below the kinematics' Nyquist frequency {rate / 2} Hz")
     same = isinstance(force_cutoff, str)
     if same and force_cutoff != "same":
         raise ValueError(f"force_cutoff must be 'same', None or a number (Hz), got {force_cutoff!r}")
     if force_cutoff is not None and not same:
-        force_cutoff = _positive_number(force_cutoff, "force_cutoff", "Hz")
+        force_cutoff = _signal._positive(force_cutoff, "force_cutoff", "Hz")
     trial_cut = np.full(B, np.nan)
     if auto:
         for b in range(B):
@@ -866,24 +857,13 @@ def analyze(
         cutoff=(trial_cut.reshape(lead) if lead else float(trial_cut[0])) if auto else cutoff,
         force_cutoff=(None if cutoff is None else "same") if same else force_cutoff,
         convention="jaxmb",
-        body_mass=_body_mass(body_mass, lead),
-        height=None if height is None else _body_height(height, lead),
+        body_mass=_per_trial(body_mass, "body_mass", "kg", lead),
+        height=_per_trial(height, "height", "m", lead),
         segments={"length": lengths.reshape(lead + (3,)), "mass": mass.reshape(lead + (3,)),
                   "inertia": inertia.reshape(lead + (3,)), "com": com.reshape(lead + (3,))},  # fmt: skip
         terms=term_out,
     )
     return result.to_convention(convention)
-
-
-def _body_height(height, lead):
-    h = _as_float(height, "height")
-    try:
-        h = np.broadcast_to(h, lead).copy()
-    except ValueError:
-        raise ValueError(f"height has shape {h.shape}, which does not fit the trials {lead}") from None
-    if not np.isfinite(h).all() or (h <= 0).any():
-        raise ValueError(f"height must be > 0 m, got {h}")
-    return h if lead else float(h)
 
 
 #: Default markers of each joint centre (Plug-in-Gait labels; ``{S}`` is "R" or "L"):

@@ -35,14 +35,19 @@ def _scipy_signal():
     return ss
 
 
-def _positive_rate(rate) -> float:
+def _positive(x, name: str, unit: str) -> float:
+    """A finite number > 0 (a rate, a cut-off), or a ValueError naming it."""
     try:
-        rate = float(rate)
+        v = float(x)
     except (TypeError, ValueError):
-        raise ValueError(f"rate must be a number (Hz), got {rate!r}") from None
-    if not math.isfinite(rate) or rate <= 0:
-        raise ValueError(f"rate must be > 0 Hz, got {rate}")
-    return rate
+        raise ValueError(f"{name} must be a number ({unit}), got {x!r}") from None
+    if not math.isfinite(v) or v <= 0:
+        raise ValueError(f"{name} must be > 0 {unit}, got {v}")
+    return v
+
+
+def _positive_rate(rate) -> float:
+    return _positive(rate, "rate", "Hz")
 
 
 def _order(order) -> int:
