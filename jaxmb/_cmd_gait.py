@@ -218,9 +218,6 @@ def _atomic_bytes(path, write):
 
 
 def run(args) -> int:
-    import jax
-
-    jax.config.update("jax_enable_x64", True)
     from tqdm.auto import tqdm
 
     from . import gait

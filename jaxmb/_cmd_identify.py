@@ -87,9 +87,6 @@ def _run(args) -> int:
         except OSError as e:
             return _fail(f"cannot create --out folder {args.out!r}: {e.strerror}")
 
-    import jax
-
-    jax.config.update("jax_enable_x64", True)
     import numpy as np
     from tqdm import tqdm
 

@@ -92,9 +92,6 @@ def figure(results, title):
 
 
 def run(args) -> int:
-    import jax
-
-    jax.config.update("jax_enable_x64", True)
     import numpy as np
 
     import jaxmb

@@ -128,6 +128,10 @@ def main(argv=None) -> int:
     for name in _COMMANDS:  # each module's add_command(sub) adds its subcommand
         importlib.import_module(f"{__package__}.{name}").add_command(sub)
     args = parser.parse_args(argv)
+    if args.command != "bench":
+        import jax
+
+        jax.config.update("jax_enable_x64", True)  # the command line computes in float64
     if getattr(args, "duration", 1.0) <= 0:
         parser.error("--duration must be > 0")
     if getattr(args, "samples", 3) < 3:

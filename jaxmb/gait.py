@@ -633,7 +633,7 @@ def analyze(
 
     Returns:
       :class:`GaitResult`. The dynamics run in the dtype JAX gives float64 NumPy
-      arrays: float64 if ``jax_enable_x64`` is on (recommended: the command line
+      arrays: float64 if JAX's 64-bit mode is on (recommended: the command line
       switches it on), float32 otherwise.
 
     Raises:
