@@ -269,8 +269,8 @@ def forward_dynamics(model: Model, q, qd, tau, loads=None, *, chunk: int | None 
     Derivatives (both modes) follow from those of inverse dynamics: qdd solves
     ID(q, qd, qdd) = tau, so d qdd = M^-1 (d tau - dID) with qdd held fixed: one
     forward-mode pass of the recursion and one solve, with no derivative of the
-    factorisation (for the seven-segment human the gradient compiles in about 14 s,
-    most of it the unrolled factorisation itself, which compiles in 3 s).
+    factorisation (compiling the gradient then costs little more than compiling the
+    unrolled factorisation itself).
 
     Args:
       model: the model.

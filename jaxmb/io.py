@@ -390,6 +390,21 @@ def _parse_row(fields: list, source: str, line: int, labels: list, empty_is_nan:
     raise AssertionError("unreachable")  # pragma: no cover
 
 
+def _whitespace_rows(lines: list, start: int, columns: list, source: str) -> list:
+    """Parsed rows of whitespace-separated numbers from line index ``start`` on; blank
+    lines skipped, a row with the wrong number of fields an error naming its line."""
+    rows = []
+    for i in range(start, len(lines)):
+        text = lines[i].strip()
+        if not text:
+            continue
+        fields = text.split()
+        if len(fields) != len(columns):
+            raise ValueError(f"{source}, line {i + 1}: expected {len(columns)} fields, got {len(fields)}")
+        rows.append(_parse_row(fields, source, i + 1, columns, empty_is_nan=False))
+    return rows
+
+
 def _read_lines(path) -> tuple[list, str]:
     path = Path(path)
     with open(path, "r", encoding="utf-8-sig", errors="strict", newline=None) as f:
@@ -660,17 +675,7 @@ def read_forces(path) -> ForcePlates:
                 )
             take.append(index[f"{name}{k}"])
 
-    rows = []
-    for i in range(header_lineno, len(lines)):
-        text = lines[i].strip()
-        if not text:
-            continue
-        fields = text.split()
-        if len(fields) != len(columns):
-            raise ValueError(
-                f"{source}, line {i + 1}: expected {len(columns)} fields, got {len(fields)}"
-            )
-        rows.append(_parse_row(fields, source, i + 1, columns, empty_is_nan=False))
+    rows = _whitespace_rows(lines, header_lineno, columns, source)
     if len(rows) != n_samples:
         raise ValueError(
             f"{source}: {len(rows)} data rows, header field NumberOfSamples says {n_samples}"
@@ -798,17 +803,7 @@ def _read_opensim_table(path) -> Table:
             )
         in_degrees = text in ("yes", "true")
 
-    rows = []
-    for i in range(labels_lineno, len(lines)):
-        text = lines[i].strip()
-        if not text:
-            continue
-        fields = text.split()
-        if len(fields) != len(columns):
-            raise ValueError(
-                f"{source}, line {i + 1}: expected {len(columns)} fields, got {len(fields)}"
-            )
-        rows.append(_parse_row(fields, source, i + 1, columns, empty_is_nan=False))
+    rows = _whitespace_rows(lines, labels_lineno, columns, source)
     if "nrows" in lowered:
         n_rows = integer(lowered["nrows"])
         if n_rows != len(rows):
