@@ -10,6 +10,10 @@ arrays, and the kernel's private helpers on its internal (dof, B) layout).
    segments took 524 s to compile once; not rerun here).
 3. Forward dynamics solve with an unrolled LDL^T up to 12 coordinates and the Cholesky
    column loop beyond.
+4. Batch-first outputs of the unrolled recursion (what the one API returns for
+   (B, dof) inputs): up to three rows stacked on the last axis, more rows written as
+   strided columns; against the kernel's own batch-last output, for chains of 2 to 5
+   segments at 10^6 samples.
 
 Run: ``python -m benchmarks.design [--quick]`` (about 3 minutes; ``--quick`` skips the
 48-segment chain); writes ``design_results.json`` beside this file.
@@ -138,6 +142,52 @@ def solvers(log=print) -> list:
     return out
 
 
+def assembly(log=print) -> list:
+    """Batch-first assembly of the unrolled inverse dynamics rows: stacked on the last
+    axis, strided columns, and batch-last (the kernel's layout, for reference)."""
+    import jax
+    import jax.numpy as jnp
+    from jax import lax
+
+    from jaxmb import batch as jb
+
+    out = []
+    B = 10**6
+    for n in (2, 3, 4, 5):
+        model = common.chain_model(n)
+        m = jb._Params(model, *jb._model_params(model))
+        q, qd, qdd = (jnp.asarray(x).T for x in common.states(model, B, seed=7))
+
+        def rows(q, qd, qdd):
+            return jb._rnea_rows(m, q, qd, qdd, None, "unrolled")[0]
+
+        def stacked(q, qd, qdd):
+            return jnp.stack(rows(q, qd, qdd), axis=-1)
+
+        def columns(q, qd, qdd):
+            rs = rows(q, qd, qdd)
+            o = jnp.zeros((B, len(rs)), q.dtype)
+            for i, r in enumerate(rs):
+                o = lax.dynamic_update_slice(o, r[:, None], (0, i))
+            return o
+
+        def batch_last(q, qd, qdd):
+            rs = rows(q, qd, qdd)
+            o = jnp.zeros((len(rs), B), q.dtype)
+            for i, r in enumerate(rs):
+                o = o.at[i].set(r)
+            return o
+
+        row = {"segments": n, "batch": B}
+        for label, f in (("stack_last_axis", stacked), ("strided_columns", columns), ("batch_last", batch_last)):
+            c = jax.jit(f).lower(q, qd, qdd).compile()
+            row[f"{label}_ms"] = _median_time(lambda c=c: c(q, qd, qdd), reps=5) * 1e3
+        out.append(row)
+        log(f"assembly chain{n}, 1e6: stacked {row['stack_last_axis_ms']:.1f} ms, strided columns "
+            f"{row['strided_columns_ms']:.1f} ms, batch-last {row['batch_last_ms']:.1f} ms")
+    return out
+
+
 def main(argv=None):
     argv = sys.argv[1:] if argv is None else argv
     quick = "--quick" in argv
@@ -146,6 +196,7 @@ def main(argv=None):
     res["reductions"] = reductions()
     res["adjoint_size"] = adjoint_size(quick)
     res["solvers"] = solvers()
+    res["assembly"] = assembly()
     res["load_end"] = common.load()
     common.save(res, OUT)
     print(f"results in {OUT}")
