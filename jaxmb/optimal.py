@@ -39,7 +39,12 @@ tau, tau_dot, the hand's position and derivatives, and ``movement.integral``).
 
 Solver: Optax L-BFGS with its zoom line search (strong Wolfe conditions) or Adam,
 inside ``jax.lax.while_loop``, on the cost divided by its initial value (so that the
-tolerances are relative). It stops when the largest gradient
+tolerances are relative). Only the built-in terms of nonzero weight are evaluated.
+L-BFGS iterates on preconditioned coefficients b = a S, S^2 = G the joint-space metric
+of the cost's leading term (each built-in cost is int |A(q) q^(d)|^2 dt plus lower
+orders: A = M, the mass matrix, for the torque costs, the hand's Jacobian for the hand
+jerk; the Hessian is then about I_K (x) G, see ``_metric``), so that the problem it
+sees is conditioned near 1 whatever the arm's inertias. It stops when the largest gradient
 entry is below ``gtol`` (status 0), when an accepted iteration lowers the cost by less
 than ``ftol`` relative (status 1, L-BFGS only), after ``maxiter`` iterations (status 2)
 or at a non-finite cost or gradient (status 3: the result is the last finite iterate
@@ -58,7 +63,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from .dynamics import inverse_dynamics
+from .dynamics import inverse_dynamics, mass_matrix
 from .kinematics import _float_dtype, check_finite
 from .model import Model, Segment
 from .trajectory import _hand_derivatives, _hand_point, inverse_kinematics
@@ -247,9 +252,14 @@ class _Config:
     segment: int
     point: tuple | None
     quadrature: str = "gauss"
+    terms: tuple | None = None  # built-in costs evaluated (those of nonzero weight); None: all
+    precondition: bool = True
 
 
-def _movement(model: Model, q_start, q_end, duration, coef, cfg: _Config, quadrature=None) -> Movement:
+def _movement(model: Model, q_start, q_end, duration, coef, cfg: _Config, quadrature=None,
+              terms: tuple | None = None) -> Movement:  # fmt: skip
+    """The Movement of coefficients ``coef``; with ``terms`` (built-in cost names) only
+    what they need is computed (the other fields are None)."""
     dtype = q_start.dtype
     s, w, base, psi = (jnp.asarray(x, dtype) for x in _basis_np(cfg.nodes, cfg.size, quadrature or cfg.quadrature))
     T = duration
@@ -259,9 +269,16 @@ def _movement(model: Model, q_start, q_end, duration, coef, cfg: _Config, quadra
     q, qd, qdd, qddd = derivs
     t, weights = s * T, w * T
     idf = lambda a, b, c: inverse_dynamics(model, a, b, c, gradient="autodiff")  # noqa: E731
-    tau, tau_dot = jax.jvp(idf, (q, qd, qdd), (qd, qdd, qddd))
-    point = None if cfg.point is None else jnp.asarray(cfg.point, dtype)
-    hand = _hand_derivatives(model, cfg.segment, point, q, qd, qdd, qddd)
+    need = set(_NAMES if terms is None else terms)
+    tau = tau_dot = None
+    if "torque_change" in need:
+        tau, tau_dot = jax.jvp(idf, (q, qd, qdd), (qd, qdd, qddd))
+    elif "torque" in need:
+        tau = idf(q, qd, qdd)
+    hand = (None,) * 4
+    if "hand_jerk" in need:
+        point = None if cfg.point is None else jnp.asarray(cfg.point, dtype)
+        hand = _hand_derivatives(model, cfg.segment, point, q, qd, qdd, qddd)
     return Movement(t, weights, q, qd, qdd, qddd, tau, tau_dot, *hand)
 
 
@@ -309,8 +326,9 @@ _NAMES = tuple(sorted(COSTS))
 def _cost_fn(cfg: _Config, weights):
     """The cost of a Movement: the user's function, or the weighted built-in costs.
 
-    Built-in costs share one compiled solver: the weights are an argument, and every
-    term is evaluated (a cost of the order of the torque change's alone)."""
+    Built-in costs: the weights are an argument, the names of those with a nonzero
+    weight (``cfg.terms``) are static, and only their terms are evaluated (a solver is
+    compiled per set of names, not per set of weights)."""
     if callable(cfg.cost):
         user = cfg.cost
 
@@ -321,7 +339,70 @@ def _cost_fn(cfg: _Config, weights):
             return out
 
         return f
-    return lambda m: sum(weights[k] * COSTS[name](m) for k, name in enumerate(_NAMES))
+    terms = _NAMES if cfg.terms is None else cfg.terms
+    return lambda m: sum(weights[_NAMES.index(name)] * COSTS[name](m) for name in terms)
+
+
+#: (derivative order d, matrix A(q)) of each built-in cost's leading term |A q^(d)|^2
+_LEADING = {"hand_jerk": 3, "joint_jerk": 3, "torque": 2, "torque_change": 3}
+_METRIC_POINTS = 3  # Gauss-Legendre points on the minimum-jerk path where A is evaluated
+
+
+def _metric(model: Model, q_start, q_end, duration, weights, cfg: _Config, terms: tuple):
+    """Joint-space metric G (dof, dof) of the leading terms of the built-in costs.
+
+    Each built-in cost is int |A(q) q^(d)|^2 dt plus lower-order terms: A = M (the mass
+    matrix) and d = 3 for the torque change (tau_dot = M qddd + ...), A = M and d = 2
+    for the torque, A = J (the hand's Jacobian) and d = 3 for the hand jerk, A = I and
+    d = 3 for the joint jerk. With q^(d) = T^-d psi^(d) a, its Hessian with respect to
+    the coefficients a (K, dof) is about
+
+        H = 2 T^(1 - 2 d) Psi_d (x) <A^T A>,   Psi_d = int psi^(d) psi^(d)^T ds,
+
+    Psi_3 = I by construction of the basis (Psi_2 replaced by its mean eigenvalue), and
+    <A^T A> the average over a few points of the minimum-jerk path. G = sum of the
+    weighted <A^T A> factors, so that H ~ I_K (x) G.
+    """
+    dtype = q_start.dtype
+    x, wx = np.polynomial.legendre.leggauss(_METRIC_POINTS)
+    sx = (x + 1) / 2
+    path = q_start + (q_end - q_start) * jnp.asarray(10 * sx**3 - 15 * sx**4 + 6 * sx**5, dtype)[:, None]
+    wx = jnp.asarray(wx / 2, dtype)
+    _, wq, _, psi = _basis_np(cfg.nodes, cfg.size, cfg.quadrature)
+    T = duration
+    dof = q_start.shape[-1]
+    G = jnp.zeros((dof, dof), dtype)
+    MtM = None
+    for name in terms:
+        d = _LEADING[name]
+        psi_d = float(np.sum(wq[:, None] * psi[d] ** 2) / cfg.size)  # mean eigenvalue of Psi_d
+        if name in ("torque", "torque_change"):
+            if MtM is None:
+                M = mass_matrix(model, path)
+                MtM = jnp.einsum("n,nij,njk->ik", wx, M, M)
+            A2 = MtM
+        elif name == "hand_jerk":
+            point = None if cfg.point is None else jnp.asarray(cfg.point, dtype)
+            eye = jnp.eye(dof, dtype=dtype)
+            # the hand velocity is linear in qd: its Jacobian, (n, dof, 2)
+            J = jax.vmap(lambda e: _hand_derivatives(model, cfg.segment, point, path, e, e, e)[1])(eye)
+            A2 = jnp.einsum("n,inc,jnc->ij", wx, J, J)
+        else:
+            A2 = jnp.eye(dof, dtype=dtype)
+        G = G + weights[_NAMES.index(name)] * (2 * psi_d * T ** (1 - 2 * d)) * A2
+    return G
+
+
+def _preconditioner(G, dtype):
+    """S, S^-1 (dof, dof), symmetric: S^2 = G with its eigenvalues floored at 1e-8 of the
+    largest (identity if G is zero or not finite)."""
+    lam, V = jnp.linalg.eigh(G)
+    top = lam[-1]
+    ok = jnp.isfinite(top) & (top > 0) & jnp.all(jnp.isfinite(V))
+    lam = jnp.where(ok, jnp.maximum(lam, 1e-8 * top), 1.0)
+    V = jnp.where(ok, V, jnp.eye(G.shape[0], dtype=dtype))
+    r = jnp.sqrt(lam)
+    return (V * r) @ V.T, (V / r) @ V.T
 
 
 def _solve_one(model: Model, q_start, q_end, duration, coef0, weights, cfg: _Config):
@@ -330,14 +411,23 @@ def _solve_one(model: Model, q_start, q_end, duration, coef0, weights, cfg: _Con
     import optax.tree_utils as otu
 
     cost = _cost_fn(cfg, weights)
-    raw = lambda a: cost(_movement(model, q_start, q_end, duration, a, cfg))  # noqa: E731
+    terms = None if callable(cfg.cost) else (cfg.terms or _NAMES)
+    raw = lambda a: cost(_movement(model, q_start, q_end, duration, a, cfg, terms=terms))  # noqa: E731
     dtype = q_start.dtype
     tiny = jnp.finfo(dtype).tiny
     c0, g0 = jax.value_and_grad(raw)(coef0)
     # the initial cost sets the scale (tolerances are relative to it)
     scale = jnp.where(jnp.isfinite(c0) & (jnp.abs(c0) > tiny), jnp.abs(c0), 1.0)
-    f = lambda a: raw(a) / scale  # noqa: E731
-    v0, g0 = c0 / scale, g0 / scale
+    # L-BFGS iterates on b = a S (a = b S^-1), where S^2 approximates the Hessian of the
+    # normalised cost per basis function (see _metric): the same minimiser, a problem
+    # conditioned near 1 (the torque change of the notes' arm: 3x fewer iterations)
+    if cfg.method == "lbfgs" and cfg.precondition and terms is not None:
+        S, S_inv = _preconditioner(_metric(model, q_start, q_end, duration, weights, cfg, terms) / scale, dtype)
+    else:
+        S = S_inv = jnp.eye(q_start.shape[-1], dtype=dtype)
+    f = lambda b: raw(b @ S_inv) / scale  # noqa: E731
+    v0, g0 = c0 / scale, g0 / scale @ S_inv
+    coef0 = coef0 @ S
 
     if cfg.method == "lbfgs":
         opt = optax.lbfgs(memory_size=cfg.memory,
@@ -346,7 +436,7 @@ def _solve_one(model: Model, q_start, q_end, duration, coef0, weights, cfg: _Con
         opt = optax.adam(cfg.learning_rate)
 
     finite0 = jnp.isfinite(v0) & jnp.all(jnp.isfinite(g0))
-    gn0 = jnp.max(jnp.abs(g0))
+    gn0 = jnp.max(jnp.abs(g0 @ S))
     status0 = jnp.where(~finite0, 3, jnp.where(gn0 <= cfg.gtol, 0, -1))
     hist0 = jnp.full((cfg.maxiter + 1,), c0, dtype)
 
@@ -367,7 +457,7 @@ def _solve_one(model: Model, q_start, q_end, duration, coef0, weights, cfg: _Con
             a_new = optax.apply_updates(a, updates)
             v_new, g_new = jax.value_and_grad(f)(a_new)
         finite = jnp.isfinite(v_new) & jnp.all(jnp.isfinite(g_new)) & jnp.all(jnp.isfinite(a_new))
-        gn_new = jnp.max(jnp.abs(g_new))
+        gn_new = jnp.max(jnp.abs(g_new @ S))  # the gradient with respect to the coefficients a
         dec = (v - v_new) / jnp.maximum(jnp.maximum(jnp.abs(v), jnp.abs(v_new)), tiny)
         small = (dec >= 0) & (dec <= cfg.ftol) if cfg.method == "lbfgs" else False
         it = it + 1
@@ -382,8 +472,9 @@ def _solve_one(model: Model, q_start, q_end, duration, coef0, weights, cfg: _Con
         return a, state, it, new_status, hist, v, g
 
     c = (coef0, opt.init(coef0), jnp.asarray(0), status0, hist0, v0, g0)
-    a, _, it, status, hist, v, g = jax.lax.while_loop(cond, body, c)
-    gn = jnp.max(jnp.abs(g))
+    b, _, it, status, hist, v, g = jax.lax.while_loop(cond, body, c)
+    a = b @ S_inv
+    gn = jnp.max(jnp.abs(g @ S))
     m = _movement(model, q_start, q_end, duration, a, cfg, "trapezoid")  # equally spaced times
     return OptimalMovement(
         t=m.t, q=m.q, qd=m.qd, qdd=m.qdd, tau=m.tau, hand=m.hand, hand_vel=m.hand_vel,
@@ -469,7 +560,7 @@ def optimize(model: Model, start, end, duration, *, cost: Union[str, dict, Calla
              gtol: float = 1e-7, ftol: float = 1e-13, memory: int = 20, learning_rate: float = 1e-2,
              linesearch_steps: int = 30, init=None, segment: Segment = -1, point=None, q_guess=None,
              out_of_reach: str = "project", quadrature: str = "gauss", batching: str = "map",
-             chunk: int | None = None, progress: bool = False) -> OptimalMovement:  # fmt: skip
+             chunk: int | None = None, progress: bool = False, precondition: bool = True) -> OptimalMovement:  # fmt: skip
     """Optimal rest-to-rest movement(s) between two postures or two hand positions.
 
     Minimises ``cost`` over the trajectories q(t) that start at ``start`` and end at
@@ -525,6 +616,10 @@ def optimize(model: Model, start, end, duration, *, cost: Union[str, dict, Calla
       chunk: solve the batch in chunks of this many problems (one compilation; the
         last chunk is padded), e.g. to show progress; None: all at once.
       progress: show a ``tqdm`` progress bar over the chunks.
+      precondition: (L-BFGS, built-in costs) iterate on coefficients rescaled by the
+        leading-order Hessian of the cost (the mass matrix for the torque costs, the
+        hand's Jacobian for the hand jerk, along the minimum-jerk path): the same
+        minimum in about 3x fewer iterations. False: the plain coefficients.
 
     Returns:
       an :class:`OptimalMovement` (NumPy-compatible JAX arrays), with the batch's
@@ -548,9 +643,11 @@ def optimize(model: Model, start, end, duration, *, cost: Union[str, dict, Calla
                 raise ValueError(f"the weight of cost {k!r} must be a finite number >= 0, got {v!r}")
         weights = np.array([float(cost.get(k, 0.0)) for k in _NAMES])
         label = "+".join(k for k in _NAMES if k in cost)
+        # the terms evaluated: those of nonzero weight (all named ones if every weight is 0)
+        terms = tuple(k for k in _NAMES if cost.get(k, 0.0) > 0) or tuple(k for k in _NAMES if k in cost)
         cost = None
     elif callable(cost):
-        weights, label = np.zeros(len(_NAMES)), "cost"
+        weights, label, terms = np.zeros(len(_NAMES)), "cost", None
     else:
         raise ValueError(f"cost must be a name ({list(_NAMES)}), a dict of them with weights, or a function "
                          f"of a Movement, got {cost!r}")
@@ -572,6 +669,8 @@ def optimize(model: Model, start, end, duration, *, cost: Union[str, dict, Calla
     linesearch_steps = _check_int("linesearch_steps", linesearch_steps, 1)
     if chunk is not None:
         chunk = _check_int("chunk", chunk, 1)
+    if not isinstance(precondition, (bool, np.bool_)):
+        raise ValueError(f"precondition must be True or False, got {precondition!r}")
     for name, v in (("gtol", gtol), ("ftol", ftol), ("learning_rate", learning_rate)):
         if not (isinstance(v, (int, float, np.floating)) and math.isfinite(v) and v >= 0):
             raise ValueError(f"{name} must be a finite number >= 0, got {v!r}")
@@ -646,7 +745,7 @@ def optimize(model: Model, start, end, duration, *, cost: Union[str, dict, Calla
         q_start_f, q_end_f = start_f, end_f
 
     cfg = _Config(cost, nodes, basis, method, maxiter, float(gtol), float(ftol), memory, float(learning_rate),
-                  linesearch_steps, i, pt_static, quadrature)
+                  linesearch_steps, i, pt_static, quadrature, terms, bool(precondition))
     w = jnp.asarray(weights, dtype)
 
     # -------- solve (in chunks, with progress)
