@@ -391,12 +391,6 @@ def _per_trial(x, name: str, unit: str, lead):
 # ----------------------------------------------------------------- preparation
 
 
-def _wrap_first(a: np.ndarray) -> np.ndarray:
-    """Shift continuous angles (B, T, k) by multiples of 2 pi: first sample in (-pi, pi]."""
-    k = np.round(a[:, :1] / (2 * np.pi))
-    return a - 2 * np.pi * k
-
-
 def _resample_index(n_out: int, rate_out: float, n_in: int, rate_in: float, name: str):
     t = np.arange(n_out) / rate_out * rate_in  # fractional input sample of each output
     if t[-1] > n_in - 1 + 1e-6:
@@ -423,13 +417,41 @@ def _template():
                     base="floating", coordinates="absolute", names=SEGMENTS)  # fmt: skip
 
 
-def _dynamics(params, q, qd, qdd, frc, mz, pelvis_rate, *, terms: bool):
+def _foot_loads(L, d, q, frc, mz):
+    """:func:`jaxmb.point_load` of the ground reaction force on the foot, over any
+    leading batch shape: (..., 3, 3) loads, the thigh and shank rows zero.
+
+    The same wrench (F, Mz + (p - c) x F at the foot's centre of mass c), written over
+    the batch with :func:`jaxmb.batch.sincos`: ``vmap`` of ``point_load`` evaluates
+    the pose with XLA's sine and cosine and writes a scatter per sample, which cost
+    more than the inverse dynamics here. L, d: (..., 3) lengths and centre-of-mass
+    distances; q (..., 5) hip x, y and the absolute segment angles; frc (..., 4)
+    Fx, Fy, COPx, COPy; mz (...,) or None."""
+    import jax.numpy as jnp
+
+    from .batch import sincos
+
+    c, s = sincos(q[..., 2:])
+    # c_foot = hip + L_thigh u_thigh + L_shank u_shank + d_foot u_foot
+    cx = q[..., 0] + L[..., 0] * c[..., 0] + L[..., 1] * c[..., 1] + d[..., 2] * c[..., 2]
+    cy = q[..., 1] + L[..., 0] * s[..., 0] + L[..., 1] * s[..., 1] + d[..., 2] * s[..., 2]
+    fx, fy = frc[..., 0], frc[..., 1]
+    m = (frc[..., 2] - cx) * fy - (frc[..., 3] - cy) * fx
+    if mz is not None:
+        m = m + mz
+    zero = jnp.zeros_like(fx)
+    return jnp.stack([zero, zero, zero, zero, zero, zero, fx, fy, m], -1).reshape(fx.shape + (3, 3))
+
+
+def _dynamics(params, q, qd, qdd, frc, mz, pelvis, pelvis_rate, *, terms: bool):
     """One jitted computation over trials (B) and samples (T): moments, reactions,
-    angles, powers. params: (L, d, m, I) (B, 3) each and gravity ()."""
+    angles, powers. params: (L, d, m, I) (B, 3) each and gravity (); mz, pelvis and
+    pelvis_rate (B, T) or None."""
     import jax
     import jax.numpy as jnp
 
-    from .dynamics import joint_moments, point_load
+    from .batch import sincos
+    from .dynamics import joint_moments
     from .reactions import joint_reactions
 
     L, d, m, I, g = params
@@ -439,40 +461,42 @@ def _dynamics(params, q, qd, qdd, frc, mz, pelvis_rate, *, terms: bool):
         com = jnp.stack([d, jnp.zeros_like(d)], -1)
         return template.replace(length=L, com=com, mass=m, inertia=I, gravity=g)
 
-    def loads_of(model, q, f, mz):
-        # ground reaction force at the centre of pressure (x, y) on the foot, free moment
-        return point_load(model, q, "foot", f[2:4], f[0:2], mz)
+    loads = _foot_loads(L[:, None], d[:, None], q, frc, mz)  # (B, T, 3, 3)
 
-    def solve(model, q, qd, qdd, frc, mz, use_loads=True):
-        ld = jax.vmap(lambda a, f, z: loads_of(model, a, f, z))(q, frc, mz)
+    def solve(model, q, qd, qdd, ld, use_loads=True):
         if not use_loads:
             ld = jnp.zeros_like(ld)
         tau = jax.vmap(lambda a, b, c, e: joint_moments(model, a, b, c, e))(q, qd, qdd, ld)
         lam = jax.vmap(lambda a, b, c, e: joint_reactions(model, a, b, c, e))(q, qd, qdd, ld)
         return tau, lam
 
-    def trial(L, d, m, I, q, qd, qdd, frc, mz):
+    def trial(L, d, m, I, q, qd, qdd, ld):
         model = model_of(L, d, m, I, g)
-        tau, lam = solve(model, q, qd, qdd, frc, mz)
+        tau, lam = solve(model, q, qd, qdd, ld)
         out = {"moments": tau, "reactions": lam}
         if terms:
             zero = jnp.zeros_like(q)
             still = model_of(L, d, m, I, jnp.zeros_like(g))
-            grav = solve(model, q, zero, zero, frc, mz, use_loads=False)
-            grf = solve(still, q, zero, zero, frc, mz)
-            lin = solve(model_of(L, d, m, jnp.zeros_like(I), jnp.zeros_like(g)), q, qd, qdd, frc, mz, use_loads=False)
-            inertial = solve(still, q, qd, qdd, frc, mz, use_loads=False)
+            grav = solve(model, q, zero, zero, ld, use_loads=False)
+            grf = solve(still, q, zero, zero, ld)
+            lin = solve(model_of(L, d, m, jnp.zeros_like(I), jnp.zeros_like(g)), q, qd, qdd, ld, use_loads=False)
+            inertial = solve(still, q, qd, qdd, ld, use_loads=False)
             rot = (inertial[0] - lin[0], inertial[1] - lin[1])
             out["terms"] = {"gravity": grav, "ground_reaction": grf, "linear_inertia": lin, "rotational_inertia": rot}
         return out
 
-    out = jax.vmap(trial)(L, d, m, I, q, qd, qdd, frc, mz)
+    out = jax.vmap(trial)(L, d, m, I, q, qd, qdd, loads)
     theta, omega = q[..., 2:], qd[..., 2:]
     # relative angles: hip from the pelvis's downward axis (theta_thigh + pi/2), knee, ankle
-    rel = jnp.concatenate([theta[..., :1] + jnp.pi / 2, theta[..., 1:] - theta[..., :-1]], -1)
-    rel_rate = jnp.concatenate([omega[..., :1] - pelvis_rate[..., None], omega[..., 1:] - omega[..., :-1]], -1)
+    hip = theta[..., :1] + jnp.pi / 2
+    hip_rate = omega[..., :1]
+    if pelvis is not None:
+        hip, hip_rate = hip - pelvis[..., None], hip_rate - pelvis_rate[..., None]
+    rel = jnp.concatenate([hip, theta[..., 1:] - theta[..., :-1]], -1)
+    rel = rel - 2 * jnp.pi * jnp.round(rel[:, :1] / (2 * jnp.pi))  # first sample in (-pi, pi]
+    rel_rate = jnp.concatenate([hip_rate, omega[..., 1:] - omega[..., :-1]], -1)
     lam = out["reactions"]
-    c, s = jnp.cos(theta), jnp.sin(theta)
+    c, s = sincos(theta)
     axial = c * lam[..., 0] + s * lam[..., 1]
     shear = -s * lam[..., 0] + c * lam[..., 1]
     out.update(angles=rel, velocities=rel_rate, powers=out["moments"] * rel_rate,
@@ -480,30 +504,103 @@ def _dynamics(params, q, qd, qdd, frc, mz, pelvis_rate, *, terms: bool):
     return out
 
 
-def _group_pipeline(kin, frc, mz, resample, seg, gravity, pelvis, *, rate, force_rate, cutoff, force_cutoff,
-                    order, from_table, terms):  # fmt: skip
-    """Equal-length trials, one jitted computation: filtering, resampling, angles,
-    lengths, derivatives, segment parameters and the dynamics.
-
-    kin (B, T, 4, 2) joint centres; frc (B, Tf, 4): Fx, Fy, COPx, COPy; mz (B, Tf);
-    resample: None or (i0, i1, w) (T,) to interpolate the force at the kinematics'
-    samples; seg: (a, b, c) (B, 3) (see :func:`_segment_spec`); pelvis (B, T) or None."""
+def _filter_group(kin, frc, mz, *, rate, force_rate, cutoff, force_cutoff, order):
+    """Low-pass the joint centres (B, T, 8), force and centre of pressure (B, Tf, k)
+    and free moment (B, Tf) or None, along time; one pass over all channels when
+    the rates and cut-offs are the same."""
     import jax.numpy as jnp
 
-    from ._filters import derivative_jax, lowpass_jax
+    from ._filters import lowpass_jax
+
+    kw = dict(order=order, axis=1, method=_FILTER_METHOD, block=_FILTER_BLOCK)
+    force_ch = [frc] + ([] if mz is None else [mz[..., None]])
+    if cutoff is not None and cutoff == force_cutoff and rate == force_rate and kin.shape[1] == frc.shape[1]:
+        y = lowpass_jax(jnp.concatenate([kin] + force_ch, -1), rate, cutoff, **kw)
+        k = frc.shape[-1]
+        return y[..., :8], y[..., 8 : 8 + k], (None if mz is None else y[..., 8 + k])
+    if cutoff is not None:
+        kin = lowpass_jax(kin, rate, cutoff, **kw)
+    if force_cutoff is not None:
+        y = lowpass_jax(jnp.concatenate(force_ch, -1), force_rate, force_cutoff, **kw)
+        k = frc.shape[-1]
+        frc, mz = y[..., :k], (None if mz is None else y[..., k])
+    return kin, frc, mz
+
+
+#: how the pipeline filters (see :func:`jaxmb._filters.sosfiltfilt_jax`) and how many
+#: trials one step of its loop over the batch takes: a few trials at a time keep
+#: every intermediate array in the cache (a whole batch of 1,000 running trials makes
+#: each one hundreds of MB, and XLA:CPU then runs several times slower per sample).
+_FILTER_METHOD = "split"
+_FILTER_BLOCK = 64
+_CHUNK = 8
+
+
+def _chunk_size(B: int, target: int) -> int:
+    """A divisor of B near ``target`` (no padded trials), or ``target`` itself."""
+    if B <= target:
+        return B
+    for b in range(target, max(1, target // 2) - 1, -1):
+        if B % b == 0:
+            return b
+    return target
+
+
+def _group_pipeline(kin, frc, mz, resample, seg, gravity, pelvis, *, rate, force_rate, cutoff, force_cutoff,
+                    order, from_table, terms, chunk=_CHUNK):  # fmt: skip
+    """Equal-length trials, one jitted computation: filtering, resampling, angles,
+    lengths, derivatives, segment parameters and the dynamics, a loop over chunks of
+    ``chunk`` trials (see :func:`_chunk_pipeline`).
+
+    kin (B, T, 4, 2) joint centres; frc (B, Tf, k): Fx, Fy, COPx and (k = 4) COPy
+    (zero for k = 3); mz (B, Tf) or None; resample: None or (i0, i1, w) (T,) to
+    interpolate the force at the kinematics' samples; seg: (a, b, c) (B, 3) (see
+    :func:`_segment_spec`); pelvis (B, T) or None."""
+    import jax
+    import jax.numpy as jnp
+
+    static = dict(rate=rate, force_rate=force_rate, cutoff=cutoff, force_cutoff=force_cutoff, order=order,
+                  from_table=from_table, terms=terms)  # fmt: skip
+    B = kin.shape[0]
+    b = _chunk_size(B, chunk)
+    n = -(-B // b)
+    args = (kin, frc, mz, seg, pelvis)
+    if n * b != B:  # pad the batch with copies of the first trial
+        args = jax.tree_util.tree_map(lambda x: jnp.concatenate([x, jnp.repeat(x[:1], n * b - B, 0)]), args)
+    if n == 1:
+        return _chunk_pipeline(*args, resample, gravity, **static)
+    args = jax.tree_util.tree_map(lambda x: x.reshape((n, b) + x.shape[1:]), args)
+    out = jax.lax.map(lambda a: _chunk_pipeline(*a, resample, gravity, **static), args)
+    out = jax.tree_util.tree_map(lambda x: x.reshape((n * b,) + x.shape[2:]), out)
+    if n * b != B:
+        out = jax.tree_util.tree_map(lambda x: x[:B], out)
+    return out
+
+
+def _chunk_pipeline(kin, frc, mz, seg, pelvis, resample, gravity, *, rate, force_rate, cutoff, force_cutoff,
+                    order, from_table, terms):  # fmt: skip
+    """:func:`_group_pipeline` on one chunk of trials (the same arguments)."""
+    import jax
+    import jax.numpy as jnp
+
+    from ._filters import derivative_jax
 
     B, T = kin.shape[:2]
-    if cutoff is not None:
-        kin = lowpass_jax(kin.reshape(B, T, 8), rate, cutoff, order, axis=1).reshape(B, T, 4, 2)
-    if force_cutoff is not None:
-        frc = lowpass_jax(frc, force_rate, force_cutoff, order, axis=1)
-        mz = lowpass_jax(mz, force_rate, force_cutoff, order, axis=1)
+    kin = kin.reshape(B, T, 8)
+    kin, frc, mz = _filter_group(kin, frc, mz, rate=rate, force_rate=force_rate, cutoff=cutoff,
+                                 force_cutoff=force_cutoff, order=order)  # fmt: skip
+    kin = kin.reshape(B, T, 4, 2)
+    if frc.shape[-1] == 3:
+        frc = jnp.concatenate([frc, jnp.zeros_like(frc[..., :1])], -1)
     if resample is not None:
         i0, i1, w = resample
         frc = frc[:, i0] * (1 - w)[:, None] + frc[:, i1] * w[:, None]
-        mz = mz[:, i0] * (1 - w) + mz[:, i1] * w
+        mz = None if mz is None else mz[:, i0] * (1 - w) + mz[:, i1] * w
     seg_v = kin[:, :, 1:] - kin[:, :, :-1]  # (B, T, 3, 2) thigh, shank, foot
-    theta = jnp.unwrap(jnp.arctan2(seg_v[..., 1], seg_v[..., 0]), axis=1)
+    theta = jnp.arctan2(seg_v[..., 1], seg_v[..., 0])
+    # unwrap only where a jump of more than pi needs it (rare; a cumulative sum over time)
+    jump = jnp.any(jnp.abs(jnp.diff(theta, axis=1)) > jnp.pi)
+    theta = jax.lax.cond(jump, lambda t: jnp.unwrap(t, axis=1), lambda t: t, theta)
     theta = theta - 2 * jnp.pi * jnp.round(theta[:, :1] / (2 * jnp.pi))
     lengths = jnp.mean(jnp.sqrt(jnp.sum(seg_v**2, -1)), axis=1)  # (B, 3)
     q = jnp.concatenate([kin[:, :, 0], theta], axis=-1)  # floating base at the hip
@@ -513,8 +610,8 @@ def _group_pipeline(kin, frc, mz, resample, seg, gravity, pelvis, *, rate, force
     mass = a
     inertia = a * (b * lengths) ** 2 if from_table else b
     com = c * lengths
-    pel_rate = jnp.zeros((B, T), q.dtype) if pelvis is None else derivative_jax(pelvis, rate, 1, axis=1)
-    out = _dynamics((lengths, com, mass, inertia, gravity), q, qd, qdd, frc, mz, pel_rate, terms=terms)
+    pel_rate = None if pelvis is None else derivative_jax(pelvis, rate, 1, axis=1)
+    out = _dynamics((lengths, com, mass, inertia, gravity), q, qd, qdd, frc, mz, pelvis, pel_rate, terms=terms)
     out.update(q=q, force=frc, lengths=lengths, mass=mass, inertia=inertia, com=com)
     return out
 
@@ -731,9 +828,9 @@ def analyze(
         force_frames = None
     B, T = P.shape[:2]
     Tf = force_a.shape[1]
-    if cop_a.ndim == 2:
-        cop_a = np.stack([cop_a, np.zeros_like(cop_a)], -1)
-    frc = np.concatenate([force_a, cop_a], -1)  # (B, Tf, 4)
+    # (B, Tf, 4) Fx, Fy, COPx, COPy, or (B, Tf, 3) for a centre of pressure on the
+    # ground (COPy = 0: not filtered)
+    frc = np.concatenate([force_a, cop_a[..., None] if cop_a.ndim == 2 else cop_a], -1)
     if force_frames is None:
         if force_rate == rate and Tf != T:
             raise ValueError(f"force has {Tf} samples but the kinematics {T}: give force_rate= if it differs")
@@ -747,7 +844,9 @@ def analyze(
     _check_finite_valid(P, "the joint centres", kmask)
     _check_finite_valid(force_a, "force", fmask)
     _check_finite_valid(cop_a, "cop", fmask)
-    _check_finite_valid(mz_a, "free_moment", fmask)
+    has_mz = free_moment is not None
+    if has_mz:
+        _check_finite_valid(mz_a, "free_moment", fmask)
     if pelvis_a is not None:
         _check_finite_valid(pelvis_a, "pelvis", kmask)
     if (kin_frames < 4).any():
@@ -786,6 +885,7 @@ def analyze(
         keys.setdefault((int(kin_frames[b]), int(force_frames[b]), float(trial_cut[b])), []).append(b)
     for (nk, nf, c), idx in keys.items():
         idx = np.asarray(idx)
+        whole = len(idx) == B and nk == T and nf == Tf  # the common case: no copies of the inputs
         kc = None if math.isnan(c) else c
         fc = kc if same else force_cutoff
         resample = None
@@ -799,13 +899,17 @@ def analyze(
                 raise ValueError(f"trials of {n} samples are too short to filter (more than {3 * (order + 1)} needed)")
         fn = _jitted(rate=rate, force_rate=force_rate, cutoff=kc, force_cutoff=fc, order=order,
                      from_table=from_table, terms=bool(terms))  # fmt: skip
+        pick = (lambda x, n: x) if whole else (lambda x, n: x[idx, :n])  # noqa: E731
         seg = tuple(jnp.asarray(x[idx]) for x in (seg_a, seg_b, seg_c))
-        pel = None if pelvis_a is None else jnp.asarray(pelvis_a[idx, :nk])
-        got = fn(jnp.asarray(P[idx, :nk]), jnp.asarray(frc[idx, :nf]), jnp.asarray(mz_a[idx, :nf]), resample, seg,
-                 jnp.asarray(gravity), pel)  # fmt: skip
+        pel = None if pelvis_a is None else jnp.asarray(pick(pelvis_a, nk))
+        mz = None if not has_mz else jnp.asarray(pick(mz_a, nf))
+        got = fn(jnp.asarray(pick(P, nk)), jnp.asarray(pick(frc, nf)), mz, resample, seg, jnp.asarray(gravity), pel)
         flat = jax.tree_util.tree_flatten_with_path(got)[0]
         for path, v in flat:
             v = np.asarray(v, dtype=np.float64)
+            if whole:
+                out[path] = v
+                continue
             if path not in out:
                 shape = (B,) + ((T,) + v.shape[2:] if v.ndim >= 2 and v.shape[1] == nk else v.shape[1:])
                 out[path] = np.full(shape, np.nan)
@@ -818,9 +922,6 @@ def analyze(
     if (lengths <= 0).any() or not np.isfinite(lengths).all():
         b, j = (int(i) for i in np.argwhere(~(lengths > 0))[0])
         raise ValueError(f"the {SEGMENTS[j]} has zero length (trial {b}): check the joint centres")
-    if pelvis_a is not None:
-        res["angles"][..., 0] -= pelvis_a
-    res["angles"] = _wrap_first(np.where(kmask[..., None], res["angles"], 0.0))
     q = res["q"]
     theta = q[..., 2:]
     fk = res["force"]
@@ -832,8 +933,11 @@ def analyze(
             if len(k) == 3:  # ("terms", name, 0/1)
                 tpaths.setdefault(k[1].key, [None, None])[k[2].idx] = v
 
+    full = bool(kmask.all())
+
     def shaped(x):
-        x = np.where(kmask.reshape((B, T) + (1,) * (x.ndim - 2)), x, np.nan)
+        if not full:
+            x = np.where(kmask.reshape((B, T) + (1,) * (x.ndim - 2)), x, np.nan)
         return x.reshape(lead + x.shape[1:])
 
     moments = res["moments"]

@@ -292,3 +292,21 @@ def test_sagittal_errors(c3d):
         gait.sagittal(trial, mapping={"elbow": ("RELB",)})
     with pytest.raises(ValueError, match="side"):
         gait.sagittal(trial, side="middle")
+
+
+def test_foot_loads_equal_point_load():
+    # the pipeline's batched ground-reaction load is jaxmb.point_load, sample by sample
+    import jax
+    import jax.numpy as jnp
+
+    from jaxmb import point_load
+
+    rng = np.random.default_rng(3)
+    L, d = rng.uniform(0.2, 0.5, 3), rng.uniform(0.05, 0.2, 3)
+    q = np.concatenate([rng.normal(size=(50, 2)), rng.uniform(-4, 4, (50, 3))], 1)
+    frc = rng.normal(size=(50, 4)) * [200, 800, 0.3, 0.02]
+    mz = rng.normal(size=50)
+    model = gait._template().replace(length=jnp.asarray(L), com=jnp.stack([d, np.zeros(3)], -1))
+    ref = jax.vmap(lambda a, f, z: point_load(model, a, "foot", f[2:], f[:2], z))(q, frc, mz)
+    got = gait._foot_loads(L, d, q, frc, mz)
+    np.testing.assert_allclose(got, ref, rtol=1e-13, atol=1e-12)
