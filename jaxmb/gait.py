@@ -486,8 +486,7 @@ def _dynamics(params, q, qd, qdd, frc, mz, pelvis, pelvis_rate, *, terms: bool):
     import jax.numpy as jnp
 
     from .batch import sincos
-    from .dynamics import joint_moments
-    from .reactions import joint_reactions
+    from .dynamics import rnea_full
 
     L, d, m, I, g = params
     template = _template()
@@ -501,8 +500,10 @@ def _dynamics(params, q, qd, qdd, frc, mz, pelvis, pelvis_rate, *, terms: bool):
     def solve(model, q, qd, qdd, ld, use_loads=True):
         if not use_loads:
             ld = jnp.zeros_like(ld)
-        tau = jax.vmap(lambda a, b, c, e: joint_moments(model, a, b, c, e))(q, qd, qdd, ld)
-        lam = jax.vmap(lambda a, b, c, e: joint_reactions(model, a, b, c, e))(q, qd, qdd, ld)
+        # one Newton-Euler pass gives both: the moment T and the force F that each
+        # segment's parent exerts at its joint (joint_moments and joint_reactions,
+        # world frame), instead of a pass for each
+        _, lam, tau = jax.vmap(lambda a, b, c, e: rnea_full(model, a, b, c, e))(q, qd, qdd, ld)
         return tau, lam
 
     def trial(L, d, m, I, q, qd, qdd, ld):
