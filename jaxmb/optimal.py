@@ -63,7 +63,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from .dynamics import inverse_dynamics, mass_matrix
+from .dynamics import inverse_dynamics
 from .kinematics import _float_dtype, check_finite
 from .model import Model, Segment
 from .trajectory import _hand_derivatives, _hand_point, inverse_kinematics
@@ -256,18 +256,17 @@ class _Config:
     precondition: bool = True
 
 
-def _movement(model: Model, q_start, q_end, duration, coef, cfg: _Config, quadrature=None,
-              terms: tuple | None = None) -> Movement:  # fmt: skip
-    """The Movement of coefficients ``coef``; with ``terms`` (built-in cost names) only
-    what they need is computed (the other fields are None)."""
-    dtype = q_start.dtype
-    s, w, base, psi = (jnp.asarray(x, dtype) for x in _basis_np(cfg.nodes, cfg.size, quadrature or cfg.quadrature))
-    T = duration
+def _derivs(q_start, q_end, duration, coef, base, psi):
+    """q, qd, qdd, qddd (nodes, dof) at the nodes of the basis (base, psi) (see basis_matrices)."""
     dq = q_end - q_start
-    derivs = [(base[:, d, None] * dq + psi[d] @ coef) / T**d for d in range(4)]
-    derivs[0] = derivs[0] + q_start
-    q, qd, qdd, qddd = derivs
-    t, weights = s * T, w * T
+    out = [(base[:, d, None] * dq + psi[d] @ coef) / duration**d for d in range(4)]
+    out[0] = out[0] + q_start
+    return out
+
+
+def _nodal(model: Model, cfg: _Config, terms, q, qd, qdd, qddd):
+    """tau, tau_dot and the hand's four derivatives at the nodes; with ``terms`` (built-in
+    cost names) only what they need is computed, the other fields are None."""
     idf = lambda a, b, c: inverse_dynamics(model, a, b, c, gradient="autodiff")  # noqa: E731
     need = set(_NAMES if terms is None else terms)
     tau = tau_dot = None
@@ -277,9 +276,20 @@ def _movement(model: Model, q_start, q_end, duration, coef, cfg: _Config, quadra
         tau = idf(q, qd, qdd)
     hand = (None,) * 4
     if "hand_jerk" in need:
-        point = None if cfg.point is None else jnp.asarray(cfg.point, dtype)
+        point = None if cfg.point is None else jnp.asarray(cfg.point, q.dtype)
         hand = _hand_derivatives(model, cfg.segment, point, q, qd, qdd, qddd)
-    return Movement(t, weights, q, qd, qdd, qddd, tau, tau_dot, *hand)
+    return (tau, tau_dot, *hand)
+
+
+def _movement(model: Model, q_start, q_end, duration, coef, cfg: _Config, quadrature=None,
+              terms: tuple | None = None) -> Movement:  # fmt: skip
+    """The Movement of coefficients ``coef``; with ``terms`` (built-in cost names) only
+    what they need is computed (the other fields are None)."""
+    dtype = q_start.dtype
+    s, w, base, psi = (jnp.asarray(x, dtype) for x in _basis_np(cfg.nodes, cfg.size, quadrature or cfg.quadrature))
+    q, qd, qdd, qddd = _derivs(q_start, q_end, duration, coef, base, psi)
+    tau, tau_dot, *hand = _nodal(model, cfg, terms, q, qd, qdd, qddd)
+    return Movement(s * duration, w * duration, q, qd, qdd, qddd, tau, tau_dot, *hand)
 
 
 def movement(model: Model, q_start, q_end, duration, coef, *, nodes: int = 100, segment: Segment = -1,
@@ -378,8 +388,16 @@ def _metric(model: Model, q_start, q_end, duration, weights, cfg: _Config, terms
         psi_d = float(np.sum(wq[:, None] * psi[d] ** 2) / cfg.size)  # mean eigenvalue of Psi_d
         if name in ("torque", "torque_change"):
             if MtM is None:
-                M = mass_matrix(model, path)
-                MtM = jnp.einsum("n,nij,njk->ik", wx, M, M)
+                # M e_j = ID(q, 0, e_j) - ID(q, 0, 0) (the inverse dynamics is linear in
+                # qdd): one call of the kernel the cost compiles anyway, cheaper to
+                # compile than the mass-matrix kernel
+                n = path.shape[0]
+                qq = jnp.broadcast_to(path, (dof + 1, n, dof))
+                acc = jnp.broadcast_to(jnp.concatenate([jnp.eye(dof, dtype=dtype), jnp.zeros((1, dof), dtype)])
+                                       [:, None, :], (dof + 1, n, dof))
+                tau = inverse_dynamics(model, qq, jnp.zeros_like(qq), acc, gradient="autodiff")
+                M = tau[:dof] - tau[dof]  # (dof: column j, n, dof: row i)
+                MtM = jnp.einsum("n,jni,jnk->ik", wx, M, M)
             A2 = MtM
         elif name == "hand_jerk":
             point = None if cfg.point is None else jnp.asarray(cfg.point, dtype)
@@ -475,7 +493,8 @@ def _solve_one(model: Model, q_start, q_end, duration, coef0, weights, cfg: _Con
     b, _, it, status, hist, v, g = jax.lax.while_loop(cond, body, c)
     a = b @ S_inv
     gn = jnp.max(jnp.abs(g @ S))
-    m = _movement(model, q_start, q_end, duration, a, cfg, "trapezoid")  # equally spaced times
+    # the result at equally spaced times: tau and the hand path (no torque rate to compile)
+    m = _movement(model, q_start, q_end, duration, a, cfg, "trapezoid", terms=("hand_jerk", "torque"))
     return OptimalMovement(
         t=m.t, q=m.q, qd=m.qd, qdd=m.qdd, tau=m.tau, hand=m.hand, hand_vel=m.hand_vel,
         cost=v * scale, history=hist, iterations=it, converged=status <= 1, status=status,
