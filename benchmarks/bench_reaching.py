@@ -10,7 +10,8 @@ nodes, 10 correction functions per joint (20 unknowns), between joint postures
   the first and later calls of the public ``jaxmb.optimize`` are timed too.
   Targets: converged, under 1 s after compilation; compilation under 5 s.
 - ``batch``: 1,000 reaches from one start to targets spread over the workspace in one
-  ``optimize`` call (``jax.vmap`` over the solver). Target: under 60 s.
+  ``optimize`` call (``lax.map`` over the solver, the default ``batching``; L-BFGS
+  preconditioned by the mass matrix, ``precondition=True``). Target: under 60 s.
 - ``batch_scipy_accuracy``: the same 1,000 with the tolerances loosened to gtol =
   1e-5, ftol = 1e-9, which stop within ~1e-5 of the optimum as SciPy's defaults do.
 - ``scipy``: the same problems as a NumPy user would solve them:
