@@ -353,7 +353,7 @@ def _cost_fn(cfg: _Config, weights):
     return lambda m: sum(weights[_NAMES.index(name)] * COSTS[name](m) for name in terms)
 
 
-#: (derivative order d, matrix A(q)) of each built-in cost's leading term |A q^(d)|^2
+#: the derivative order d of each built-in cost's leading term |A(q) q^(d)|^2 (A: see _metric)
 _LEADING = {"hand_jerk": 3, "joint_jerk": 3, "torque": 2, "torque_change": 3}
 _METRIC_POINTS = 3  # Gauss-Legendre points on the minimum-jerk path where A is evaluated
 
