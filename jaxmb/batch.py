@@ -363,7 +363,24 @@ def _assemble(rows, method: str, batch_first: bool = False):
 METHODS = ("auto", "unrolled", "matrix")
 _UNROLLED_MAX = 10  # segments: "auto" unrolls up to this many, matrix form beyond
 _CHUNK = 8192  # samples per chunk of the matrix form
-_FD_CHUNK = 2048  # samples per chunk of the forward dynamics: (dof, dof, chunk) stays in cache
+_FD_CHUNK = 2048  # samples per chunk of the forward dynamics: a chunk's state stays in cache
+# Forward dynamics: "aba", the articulated-body algorithm (O(segments)); "solve", the
+# mass matrix and bias factorised per sample (kept to compare them: benchmarks.design).
+_FD_SOLVER = "aba"
+# Segments up to which the articulated-body recursion is one fused expression per
+# output over the whole batch; beyond, every _aba_cut()-th segment's state is
+# materialised, chunk by chunk. Measured on this 2-core CPU (float64, ms, same run;
+# old = mass matrix + LDL^T): chain 3 at 1e6: fused 68, cut 1 191, old 371; chain 7
+# at 1e5: fused 49, cut 1 31, old 101; human 1e5: fused 41, cut 1 29, old 149;
+# chain 20 at 1e5: fused 842 (compile 49 s), cut 1 201 (compile 29 s), cut 3 267
+# (compile 12 s), old 2676 (compile 12 s).
+_ABA_FUSED_MAX = 4
+
+
+def _aba_cut(model) -> int:
+    """Materialise every k-th segment's state (0: none); see _ABA_FUSED_MAX."""
+    n = model.segments
+    return 0 if n <= _ABA_FUSED_MAX else (1 if n <= 10 else 3)
 
 
 def _plan(model: Model, method: str, chunk, batch: int):
@@ -754,6 +771,189 @@ def _ldl_solve_rows(M, r):
 _LDL_MAX = 12  # coordinates: the unrolled LDL^T up to this size, the column loop beyond
 
 
+# ----------------------------------------------- articulated-body forward dynamics
+#
+# Featherstone's articulated-body algorithm (Rigid Body Dynamics Algorithms, 2008,
+# ch. 7) specialised to planar trees of hinges. Every quantity of segment i is taken
+# at its joint point P_i with world-frame axes, in the order (angular; x, y):
+# accelerations A_i = (alpha_i; a_P_i), the classical acceleration of P_i, and
+# wrenches W = (moment about P_i; force). With r_i = P_i - P_p = a_i u_p (p the
+# parent), A_i = X_i A_p + c_i + S qdd_i where
+#
+#     X_i (alpha; a) = (alpha; a + alpha k x r_i),  c_i = (0; -omega_p^2 r_i),  S = (1; 0, 0)
+#
+# (relative angles), and X_i^T moves a wrench from P_i to P_p (moment + r_i x force).
+# Segment i alone needs W = M_i A_i + b_i at P_i, with rho_i = R(theta_i) com_i,
+#
+#     M_i = [[I + m |com|^2, -m rho_y, m rho_x], [-m rho_y, m, 0], [m rho_x, 0, m]],
+#     b_i = (-rho x h - Mz; -m omega^2 rho - h)     (h, Mz: the load's force and moment),
+#
+# and gravity is the base's fictitious acceleration (0; 0, g) (every a_P then carries
+# + g y, which leaves alpha unchanged). The inward pass sums the articulated inertias
+# IA and bias wrenches pA over the subtree (IA_i = M_i + sum_k X_k^T Ia_k X_k, pA_i
+# = b_i + sum_k X_k^T pa_k), where, with D = IA[0,0], U = IA[:, 0], u = tau - pA[0],
+#
+#     Ia = IA - U U^T / D  (its first row and column vanish: a 2x2 force block),
+#     pa = pA + Ia c + U u / D  (its moment is tau: all a hinge transmits),
+#
+# and the outward pass gives qdd_i = (u_i - U_i . (X_i A_p + c_i)) / D_i. A floating
+# root solves its own 3x3 IA_0 A_0 = (tau_theta - pA_0; tau_x, tau_y) (LDL^T in the
+# order x, y, theta). Absolute angles are the relative ones through theta = A q_rel
+# (A the ancestor matrix): the same mechanism, with generalized forces tau_rel = A^T
+# tau_abs (subtree sums) and accelerations theta_dd = A qdd_rel, the alpha_i that the
+# outward pass computes anyway.
+#
+# Pivot floor: IA_i - M_i is positive semidefinite (a sum of congruences of the
+# children's Ia), and the Schur complements of a positive definite matrix grow with
+# it, so in exact arithmetic D_i >= I_i + m_i |com_i|^2 (segment i alone about its
+# joint) and the floating root's pivots are at least (m_0, m_0, I_0). Rounding can
+# bring a pivot below that bound (float32 on an ill-conditioned tree) but no exact
+# one lies under it: raising pivots to it keeps every result finite and never moves
+# an exact one.
+
+
+def _cut(rows):
+    """The rows, materialised: a product with the identity, which XLA computes as a
+    matrix product (not fused with its operands or users). XLA:CPU fuses every
+    output of an unrolled recursion with all it depends on, recomputing the tree per
+    output and per use (for 20 segments, O(segments^2) work per sample and a minute
+    of compile time); ``optimization_barrier`` does not stop it."""
+    st = jnp.stack(jnp.broadcast_arrays(*rows))
+    eye = jnp.eye(len(rows), dtype=st.dtype)
+    return list(jnp.matmul(eye, st, precision=lax.Precision.HIGHEST))
+
+
+def _aba_rows(model, q, qd, tau, loads, cut: int = 0):
+    """Forward dynamics of a chunk: a list of dof (b,) rows of qdd (see above).
+
+    q, qd, tau: (dof, b); loads: (segments, 3, b), (segments, 3, 1) or None.
+    ``cut`` > 0: the state of every ``cut``-th segment is materialised (see
+    :func:`_cut`) and the angles come from a product with the ancestor matrix, so
+    that the work stays O(segments) per sample; 0: one fused expression per output."""
+    n, nb, parent = model.segments, model.nbase, model.parent
+    kids = model.children
+    absolute = model.coordinates == "absolute"
+    attach, g = model.joint_attach, model.gravity
+    qa, qda = q[nb:], qd[nb:]
+    ta = [tau[nb + i] for i in range(n)]
+    if absolute:
+        # tau_rel = A^T tau_abs: each joint's moment is the sum over its subtree
+        for i in reversed(range(1, n)):
+            ta[parent[i]] = ta[parent[i]] + ta[i]
+    # outward: angles, rates, joint offsets r_i = a_i u_p and the segment terms
+    th, om, cs = [None] * n, [None] * n, [None] * n
+    r, kap = [None] * n, [None] * n  # r_i; c_i = -omega_p^2 r_i
+    IA, pA, own = [None] * n, [None] * n, [None] * n
+    if cut:
+        A = jnp.asarray(ancestor_matrix(parent), q.dtype)
+        mm = lambda M, x: jnp.matmul(M, x, precision=lax.Precision.HIGHEST)  # noqa: E731
+        th_a, om_a = (qa, qda) if absolute else (mm(A, qa), mm(A, qda))
+        c_a, s_a = sincos(th_a)
+        eye = jnp.eye(n, dtype=q.dtype)
+        c_a, s_a, om_a = mm(eye, c_a), mm(eye, s_a), mm(eye, om_a)
+    for i in range(n):
+        p = parent[i]
+        if cut:
+            om[i] = om_a[i]
+        elif p < 0 or absolute:
+            th[i], om[i] = qa[i], qda[i]
+        else:
+            th[i], om[i] = th[p] + qa[i], om[p] + qda[i]
+        c, s = cs[i] = (c_a[i], s_a[i]) if cut else sincos(th[i])
+        if p >= 0:
+            r[i] = (attach[i] * cs[p][0], attach[i] * cs[p][1])
+            w2p = -om[p] * om[p]
+            kap[i] = (w2p * r[i][0], w2p * r[i][1])
+        m, cx, cy = model.mass[i], model.com[i, 0], model.com[i, 1]
+        rx, ry = c * cx - s * cy, s * cx + c * cy  # rho_i
+        own[i] = model.inertia[i] + m * (cx * cx + cy * cy)
+        mrx, mry = m * rx, m * ry
+        w2 = om[i] * om[i]
+        fx, fy, mo = -w2 * mrx, -w2 * mry, None
+        if loads is not None:
+            lx, ly, lz = loads[i][0], loads[i][1], loads[i][2]
+            fx, fy = fx - lx, fy - ly
+            mo = -(rx * ly - ry * lx) - lz
+        else:
+            mo = jnp.zeros_like(fx)
+        # (A00, A01, A02, A11, A12, A22); the constant entries stay scalars until a
+        # child adds to them
+        IA[i] = [own[i], -mry, mrx, m, 0.0, m]
+        pA[i] = [mo, fx, fy]
+    # inward: articulated inertias and bias wrenches, leaves first
+    D, U, u = [None] * n, [None] * n, [None] * n
+    for i in reversed(range(n)):
+        if cut and kids[i] and i % cut == 0:
+            rows = _cut(IA[i] + pA[i])
+            IA[i], pA[i] = rows[:6], rows[6:]
+        a00, a01, a02, a11, a12, a22 = IA[i]
+        p0, p1, p2 = pA[i]
+        if parent[i] < 0 and nb:
+            continue  # the floating root: its own 3x3 solve below
+        d = 1.0 / jnp.maximum(a00, own[i])
+        D[i], U[i], u[i] = d, (a00, a01, a02), ta[i] - p0
+        if parent[i] < 0:
+            continue
+        # Ia's force block and pa = pA + Ia c + U u / D
+        ud = u[i] * d
+        e11 = a11 - a01 * a01 * d
+        e12 = a12 - a01 * a02 * d
+        e22 = a22 - a02 * a02 * d
+        kx, ky = kap[i]
+        f1 = p1 + e11 * kx + e12 * ky + a01 * ud
+        f2 = p2 + e12 * kx + e22 * ky + a02 * ud
+        # X^T Ia X and X^T pa: moments about P_p
+        rx, ry = r[i]
+        b01 = rx * e12 - ry * e11
+        b02 = rx * e22 - ry * e12
+        b00 = rx * b02 - ry * b01
+        P = IA[parent[i]]
+        IA[parent[i]] = [P[0] + b00, P[1] + b01, P[2] + b02, P[3] + e11, P[4] + e12, P[5] + e22]
+        Q = pA[parent[i]]
+        pA[parent[i]] = [Q[0] + ta[i] + rx * f2 - ry * f1, Q[1] + f1, Q[2] + f2]
+    # outward: accelerations; the root first
+    al, aP = [None] * n, [None] * n
+    if nb:
+        a00, a01, a02, a11, a12, a22 = IA[0]
+        p0, p1, p2 = pA[0]
+        m0 = model.mass[0]
+        w1, w2, w0 = tau[0] - p1, tau[1] - p2, ta[0] - p0
+        # LDL^T of [[a11, a12, a01], [a12, a22, a02], [a01, a02, a00]], pivots floored
+        d1 = 1.0 / jnp.maximum(a11, m0)
+        l21, l31 = a12 * d1, a01 * d1
+        d2 = 1.0 / jnp.maximum(a22 - a12 * l21, m0)
+        l32 = (a02 - a12 * l31) * d2
+        d3 = 1.0 / jnp.maximum(a00 - a01 * l31 - (a02 - a12 * l31) * l32, model.inertia[0])
+        y2 = w2 - l21 * w1
+        x3 = (w0 - l31 * w1 - l32 * y2) * d3
+        x2 = y2 * d2 - l32 * x3
+        x1 = w1 * d1 - l21 * x2 - l31 * x3
+        al[0], aP[0] = x3, (x1, x2)
+        out = [x1, x2 - g]
+    else:
+        a00, a01, a02 = U[0]
+        al[0] = (u[0] - a02 * g) * D[0]
+        zero = jnp.zeros_like(al[0])
+        aP[0] = (zero, zero + g)
+        out = []
+    qdd = [None] * n
+    qdd[0] = al[0]
+    for i in range(1, n):
+        p = parent[i]
+        rx, ry = r[i]
+        kx, ky = kap[i]
+        ax = aP[p][0] - al[p] * ry + kx
+        ay = aP[p][1] + al[p] * rx + ky
+        a00, a01, a02 = U[i]
+        qdd[i] = (u[i] - a00 * al[p] - a01 * ax - a02 * ay) * D[i]
+        al[i], aP[i] = al[p] + qdd[i], (ax, ay)
+        if cut and kids[i] and i % cut == 0:
+            al[i], ax, ay = _cut([al[i], ax, ay])
+            aP[i] = (ax, ay)
+    return out + (al if absolute else qdd)
+
+
+
 
 
 
@@ -885,9 +1085,14 @@ def evaluate(spec: Spec, topo: Model, params, q, qd, x3, loads):
     else:
         ldT = last(loads.astype(dt), (n, 3))
     kind = spec.kind
+    aba = kind == "forward" and _FD_SOLVER == "aba"
     default_chunk = _FD_CHUNK if kind in ("forward", "mass") else None
+    if aba and not _aba_cut(m):
+        default_chunk = 0
     method, chunk = _plan(m, spec.method, default_chunk if spec.chunk is None else spec.chunk, B)
-    if kind in ("forward", "mass"):
+    if aba:
+        method_rows = "unrolled"  # lists of rows
+    elif kind in ("forward", "mass"):
         method_rows = "matrix"  # materialised arrays: one update per chunk
     else:
         method_rows = method
@@ -896,6 +1101,8 @@ def evaluate(spec: Spec, topo: Model, params, q, qd, x3, loads):
         ld = ldT if shared else ld_
         if kind == "mass":
             return _mass_matrix_rows(m, q_)
+        if aba:
+            return _aba_rows(m, q_, qd_, x3_, ld, _aba_cut(m))
         if kind == "forward":
             zero = jnp.zeros_like(q_)
             bias = _assemble(_rnea_rows(m, q_, qd_, zero, ld, "matrix")[0], "matrix")
@@ -1084,7 +1291,14 @@ def _forward_jvp(spec: Spec, topo: Model, raw):
             r = r - jax.jvp(h, [flat_p[i] for i in idx], [flat_t[i] for i in idx])[1]
         still = params[:4] + (jnp.zeros_like(params[4]),)
         zero = jnp.zeros_like(qdd)
-        return qdd, raw(still, jnp.broadcast_to(q, qdd.shape), zero, r, None)
+        qb = jnp.broadcast_to(q, qdd.shape)
+        # M^-1 r: forward dynamics with no velocity, gravity or loads; as a linear
+        # solve with the symmetric M (M x: inverse dynamics at rest), so that reverse
+        # mode transposes it into one more solve instead of differentiating the kernel
+        return qdd, lax.custom_linear_solve(
+            lambda x: tau_raw(still, qb, zero, x, None), r,
+            lambda _, b: raw(still, qb, zero, b, None), symmetric=True,
+        )
 
     return jvp
 
