@@ -45,10 +45,12 @@ stack of many such rows into one "concatenate" loop that it does not vectorise (
 to 20 times slower); ``optimization_barrier`` is removed before fusion; a
 ``lax.scan`` over segments writes and reads every segment's state (about 10 ns per
 sample and segment here, memory bound); complex numbers for planar vectors halve the
-arrays but vectorise worse in long expressions. The forward dynamics form M by
-composite-body sums and solve with an LDL^T factorisation unrolled over the
-coordinates (up to 12; a Cholesky column loop beyond), written over the batch axis,
-since LAPACK would be called once per sample (measured in ``benchmarks/README.md``).
+arrays but vectorise worse in long expressions. The forward dynamics are the
+articulated-body algorithm (``_aba_rows``: O(segments) per sample, no matrix formed),
+unrolled the same way; beyond a few segments it materialises every few segments'
+state (``_cut``) so that XLA does not recompute the tree per output. The mass-matrix
+route (composite-body M, LDL^T or Cholesky over the batch axis; LAPACK would be called
+once per sample) is kept for comparison (``_FD_SOLVER = "solve"``).
 
 Gradients: reverse-mode differentiation of :func:`inverse_dynamics_batch` with respect
 to the model's parameters uses a hand-derived adjoint (``gradient="adjoint"``, the
