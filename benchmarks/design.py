@@ -8,8 +8,9 @@ arrays, and the kernel's private helpers on its internal (dof, B) layout).
 2. The adjoint is used up to 40 segments: compile and run time of the gradient of a
    batched loss against JAX's reverse mode for chains of 10 to 48 segments (80
    segments took 524 s to compile once; not rerun here).
-3. Forward dynamics solve with an unrolled LDL^T up to 12 coordinates and the Cholesky
-   column loop beyond.
+3. The mass-matrix path of forward dynamics (kept for comparison since the
+   articulated-body algorithm replaced it, ``_FD_SOLVER = "solve"``): an unrolled
+   LDL^T up to 12 coordinates and the Cholesky column loop beyond.
 4. Batch-first outputs of the unrolled recursion (what the one API returns for
    (B, dof) inputs): up to three rows stacked on the last axis, more rows written as
    strided columns; against the kernel's own batch-last output, for chains of 2 to 5
@@ -41,7 +42,6 @@ def reductions(log=print) -> list:
     import jax
     import jax.numpy as jnp
 
-    import jaxmb
     from jaxmb import batch as jb
 
     rows_out = []
@@ -116,7 +116,8 @@ def solvers(log=print) -> list:
     out = []
     every = dict(common.models())
     B = 10**5
-    saved = jb._LDL_MAX
+    saved, saved_solver = jb._LDL_MAX, jb._FD_SOLVER
+    jb._FD_SOLVER = "solve"  # the mass-matrix path (read when the function is traced)
     try:
         for name in ("chain3", "chain7", "human7"):
             model = every[name]
@@ -138,7 +139,7 @@ def solvers(log=print) -> list:
             log(f"FD {name}: LDL^T {row['ldl_ms']:.1f} ms (compile {row['ldl_compile_s']:.1f} s), column loop "
                 f"{row['column_loop_ms']:.1f} ms (compile {row['column_loop_compile_s']:.1f} s): {row['speedup']:.1f}x")  # fmt: skip
     finally:
-        jb._LDL_MAX = saved
+        jb._LDL_MAX, jb._FD_SOLVER = saved, saved_solver
     return out
 
 

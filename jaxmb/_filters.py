@@ -261,7 +261,6 @@ def sosfiltfilt_jax(
     Returns:
       The filtered array, the shape and (float) dtype of ``x``.
     """
-    import scipy.signal as ss
 
     sos = np.asarray(sos, dtype=float)
     if sos.ndim != 2 or sos.shape[1] != 6:

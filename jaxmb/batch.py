@@ -1182,7 +1182,7 @@ def _operator(spec: Spec, topo: Model):
 
     g = jax.custom_jvp(f)
 
-    def jvp(primals, tangents):
+    def generic_jvp(primals, tangents):
         flat_p, tree = jax.tree_util.tree_flatten(primals)
         flat_t = jax.tree_util.tree_leaves(
             tangents, is_leaf=lambda t: isinstance(t, jax.custom_derivatives.SymbolicZero)
@@ -1200,9 +1200,7 @@ def _operator(spec: Spec, topo: Model):
             return out, jnp.zeros_like(out)
         return jax.jvp(h, [flat_p[i] for i in live], [flat_t[i] for i in live])
 
-    if spec.kind == "forward":
-        jvp = _forward_jvp(spec, topo, raw)
-    g.defjvp(jvp, symbolic_zeros=True)
+    g.defjvp(_forward_jvp(spec, topo, raw) if spec.kind == "forward" else generic_jvp, symbolic_zeros=True)
 
     if _uses_adjoint(spec, topo):
         v = jax.custom_vjp(g)

@@ -259,18 +259,21 @@ def inverse_dynamics(model: Model, q, qd, qdd, loads=None, *, method: str = "rec
 def forward_dynamics(model: Model, q, qd, tau, loads=None, *, chunk: int | None = None):
     """Accelerations qdd solving M qdd = tau - (C + G + E), (..., dof).
 
-    The bias C + G + E is one recursive Newton-Euler pass with qdd = 0; M comes from
-    composite-body sums and is factorised per sample over the batch axis (an LDL^T
-    unrolled over the coordinates up to 12 of them, a Cholesky column loop beyond; no
-    LAPACK call per sample), in chunks of 2048 samples by default. A pivot that
-    rounding makes smaller than 4 eps M_jj (float32 on an ill-conditioned M) is raised
-    to that floor, so the result stays finite for every positive definite M.
+    Planar articulated-body algorithm (O(segments) per sample, no mass matrix): an
+    outward pass of velocities, an inward pass of articulated inertias (3x3 about
+    each joint point, world axes) and an outward pass of accelerations, unrolled over
+    the segments on rows of samples; a floating root is a 3x3 solve; absolute
+    coordinates through subtree sums of the generalized forces. Each hinge pivot is
+    at least the segment's own inertia about its joint (an exact lower bound), so
+    rounding (float32 on an ill-conditioned model) cannot make it vanish and the
+    result stays finite. Up to 4 segments the whole pass is one fused loop over the
+    batch; beyond, in chunks of 2048 samples with the segments' states materialised.
 
     Derivatives (both modes) follow from those of inverse dynamics: qdd solves
     ID(q, qd, qdd) = tau, so d qdd = M^-1 (d tau - dID) with qdd held fixed: one
-    forward-mode pass of the recursion and one solve, with no derivative of the
-    factorisation (compiling the gradient then costs little more than compiling the
-    unrolled factorisation itself).
+    forward-mode pass of the recursion and one more articulated-body solve (a
+    symmetric ``lax.custom_linear_solve``), with no derivative of the algorithm
+    itself.
 
     Args:
       model: the model.
@@ -278,7 +281,8 @@ def forward_dynamics(model: Model, q, qd, tau, loads=None, *, chunk: int | None 
       tau: (..., dof) generalized forces (joint moments in relative coordinates, N m).
       loads: optional (segments, 3) or (..., segments, 3) world-frame wrenches at the
         centres of mass.
-      chunk: samples per chunk (None: 2048; 0: the whole batch at once).
+      chunk: samples per chunk (None: 2048 beyond 4 segments, the whole batch up to
+        4; 0: the whole batch at once).
 
     __SHAPES__
     """

@@ -28,7 +28,7 @@ import functools
 import gzip
 import math
 from importlib import resources
-from typing import Mapping, Sequence
+from typing import Mapping
 
 import numpy as np
 
