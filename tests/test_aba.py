@@ -8,7 +8,7 @@ import pytest
 
 import jaxmb
 from jaxmb import batch as jb
-from random_models import CONFIG_IDS, CONFIGS, random_model, random_state
+from random_models import CONFIG_PARAMS, random_model, random_state
 
 # float64 round-off of an O(n) recursion on well-conditioned human-like models
 # (measured: at most about 1e-12 relative): 1e-10 leaves a wide margin.
@@ -23,7 +23,7 @@ def _dense(model, q, qd, tau, loads):
 
 
 @pytest.mark.parametrize("n", [1, 6, 12])
-@pytest.mark.parametrize("tree,base,coordinates", CONFIGS, ids=CONFIG_IDS)
+@pytest.mark.parametrize("tree,base,coordinates", CONFIG_PARAMS)  # the rest with --slow
 def test_aba_matches_the_mass_matrix_solve(tree, base, coordinates, n):
     rng = np.random.default_rng(60 + n)
     model = random_model(rng, n, tree=tree, base=base, coordinates=coordinates)
