@@ -45,7 +45,7 @@ from .baselines import (
 )
 
 LOOP_SAMPLES = 20000
-MJX_MAX_SEGMENTS = 7  # MJX's XLA compile of a 20-segment chain takes minutes on this CPU
+MJX_MAX_SEGMENTS = 3  # MJX's XLA compile beyond takes minutes on this CPU (7 segments: over 10 min, unfinished)
 MJX_SAMPLES = 10**5
 
 

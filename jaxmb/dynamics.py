@@ -9,8 +9,8 @@ block-diagonal ``Mp = diag(m, m, I)`` per segment and the applied wrenches ``h``
     M = D^T Mp D,    C = D^T Mp gamma,    tau = D^T (Mp (D qdd + gamma) - h).
 
 The public functions evaluate these quantities with the kernels of
-:mod:`jaxmb.batch` (recursive Newton-Euler, composite-body mass matrix, an LDL^T
-solve), for one sample or any leading batch shape, compiled on the first call;
+:mod:`jaxmb.batch` (recursive Newton-Euler, composite-body mass matrix, the
+articulated-body algorithm), for one sample or any leading batch shape, compiled on the first call;
 ``method="projection"`` evaluates the formula above with JAX's derivatives of g (the
 reference, one sample at a time).
 """
