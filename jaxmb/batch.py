@@ -1,16 +1,20 @@
-"""Batched dynamics with the batch as the contiguous axis: the fast path for many samples.
+"""The one batched kernel behind every public dynamics function.
 
-The core functions (:func:`jaxmb.inverse_dynamics` and friends) take one sample and
-are meant to be ``vmap``-ed. For large batches on a CPU this module is several times
-faster. It evaluates the recursive Newton-Euler pass on arrays whose last axis is the
-batch (``q`` of shape ``(dof, B)``), so that each scalar operation of the recursion
-is one contiguous vector operation over the batch, and:
+:func:`jaxmb.inverse_dynamics` and friends take one sample ``(dof,)`` or any leading
+batch shape ``(..., dof)`` and call :func:`run` (compiled, cached by shapes and the
+model's topology); ``jax.vmap`` of a single-sample call reaches the same kernel
+through a ``custom_vmap`` rule (:func:`_vmap_rule`), nested vmaps included. Inside
+(:func:`evaluate`), the batch goes to the last, contiguous axis (``q`` of shape
+``(dof, B)``), so that each scalar operation of the recursion is one contiguous
+vector operation over the batch, and:
 
 - the sine and cosine of an angle come from one expression (:func:`sincos`: a
   shared range reduction and two polynomials, which XLA vectorises; XLA:CPU's own
   ``cos`` and ``sin`` cost about seven times more);
 - no per-sample matrix is formed in the inverse dynamics, and for models of up to
-  ten segments nothing but the inputs and outputs is written to memory.
+  ten segments nothing but the inputs and outputs is written to memory;
+- the outputs are interleaved back to ``(..., core)`` as they are written
+  (:func:`_assemble`).
 
 The recursion, for a segment i with parent p, joint point P_i, angle theta_i and centre
 of mass c_i = P_i + R(theta_i) com_i:
@@ -52,7 +56,8 @@ state (``_cut``) so that XLA does not recompute the tree per output. The mass-ma
 route (composite-body M, LDL^T or Cholesky over the batch axis; LAPACK would be called
 once per sample) is kept for comparison (``_FD_SOLVER = "solve"``).
 
-Gradients: reverse-mode differentiation of :func:`inverse_dynamics_batch` with respect
+Gradients: reverse-mode differentiation of :func:`jaxmb.inverse_dynamics` (and
+:func:`jaxmb.joint_moments`) with respect
 to the model's parameters uses a hand-derived adjoint (``gradient="adjoint"``, the
 default; derivation beside ``_adjoint_rows``): by virtual power, tbar . tau equals a
 sum over segments of products of each segment's own kinematics with the velocities
@@ -64,9 +69,10 @@ hundred batch-sized intermediate arrays (1.6 to 4.6 times slower for batches of
 JAX differentiation, which forward mode (``jax.jvp``, ``jax.jacfwd``, ``jax.hessian``)
 needs.
 
-Every public function accepts either layout: ``batch_axis=0`` (``q`` of shape
-``(B, dof)``, transposed inside the same jitted call) or ``batch_axis=-1``
-(``(dof, B)``, no copy). All are pure and compose with ``jax.jit``, ``jax.grad`` and
+The operator of each quantity nests ``custom_vjp(custom_jvp(custom_vmap(kernel)))``
+(:func:`_operator`): the adjoint for reverse mode with respect to the model, a JVP
+rule (for forward dynamics the implicit-function rule of :func:`_forward_jvp`), and
+the batching rule. All are pure and compose with ``jax.jit``, ``jax.grad`` and
 :func:`jaxmb.sharded`.
 """
 
