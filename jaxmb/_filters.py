@@ -261,7 +261,6 @@ def sosfiltfilt_jax(
     Returns:
       The filtered array, the shape and (float) dtype of ``x``.
     """
-
     sos = np.asarray(sos, dtype=float)
     if sos.ndim != 2 or sos.shape[1] != 6:
         raise ValueError(f"sos must have shape (n_sections, 6), got {sos.shape}")

@@ -336,9 +336,9 @@ def _assemble(rows, method: str, batch_first: bool = False):
 
     Batch-first outputs: up to three rows are stacked on the last axis (one
     concatenation loop, the fastest form then: 3-chain, 10^6 samples, 18 ms against
-    28 ms batch-last and 49 ms as strided columns); more rows are written as
+    30 ms batch-last and 46 ms as strided columns); more rows are written as
     strided columns of a (b, ...) buffer, since the concatenation loop evaluates the
-    whole recursion per output element (4-chain: 350 ms against 68 ms). Measured
+    whole recursion per output element (4-chain: 366 ms against 88 ms). Measured
     by ``python -m benchmarks.design``.
     """
     flat = _leaves(rows)
@@ -377,11 +377,13 @@ _FD_CHUNK = 2048  # samples per chunk of the forward dynamics: a chunk's state s
 _FD_SOLVER = "aba"
 # Segments up to which the articulated-body recursion is one fused expression per
 # output over the whole batch; beyond, every _aba_cut()-th segment's state is
-# materialised, chunk by chunk. Measured on this 2-core CPU (float64, ms, same run;
-# old = mass matrix + LDL^T): chain 3 at 1e6: fused 68, cut 1 191, old 371; chain 7
-# at 1e5: fused 49, cut 1 31, old 101; human 1e5: fused 41, cut 1 29, old 149;
-# chain 20 at 1e5: fused 842 (compile 49 s), cut 1 201 (compile 29 s), cut 3 267
-# (compile 12 s), old 2676 (compile 12 s).
+# materialised, chunk by chunk. Chosen by timing the forms against each other while
+# developing (an ad-hoc script, not rerun by the benchmarks): fused was fastest for
+# the 3-chain and slower from 7 segments on, increasingly with the segments (the
+# tree recomputed per output); every segment materialised was fastest for 7 and the human; every third
+# segment beyond 10 compiles in about half the time of every segment for a
+# 20-chain, at a small cost in run time. The recorded comparison with Pinocchio is
+# in benchmarks/README.md.
 _ABA_FUSED_MAX = 4
 
 
@@ -605,16 +607,18 @@ def _param_adjoint(model, q, qd, qdd, tbar, loads, group: int = 0):
 
 GRADIENTS = ("adjoint", "autodiff")
 # segments: the adjoint's fused loop up to this many; JAX's reverse mode beyond.
-# Measured on a chain, batch 1e4 (python -m benchmarks.design): 40 segments compile in
-# 6 s and run 6x faster than reverse mode; 48 compile in 22 s and run 1.7x slower; 80
-# took 524 s to compile (measured once).
+# Measured on a chain, batch 1e4 (python -m benchmarks.design): in the run of
+# 2026-11-22, 40 segments compiled in 6 s and ran 6x faster than reverse mode, 48 in
+# 22 s and 1.7x slower, 80 took 524 s to compile; in the run of 2026-11-23 (another
+# CPU, the one-API kernel), 20 segments ran 2.7x faster but 40 ran 17x slower
+# (compile 27 s): the limit should come down to about 20 (the crossing is not measured).
 _ADJOINT_MAX = 40
 # outputs per reduction of the adjoint on accelerators: a GPU reduction keeps a block
 # of partial sums per output in shared memory, and one reduction with the ~35 outputs
 # of the seven-segment human needed 0x47180 bytes against 0x38c00 available on an
 # H100 (ptxas error, float32, measured by the issue's author); 8 outputs need under a
-# quarter of that. The CPU keeps the single fused reduction (no such limit, and 2.7x
-# to 6.2x faster than one reduction per parameter: python -m benchmarks.design).
+# quarter of that. The CPU keeps the single fused reduction (no such limit, and 1.2x
+# to 4.4x faster than one reduction per parameter: python -m benchmarks.design).
 _GPU_GROUP = 8
 
 
@@ -877,7 +881,7 @@ def _aba_rows(model, q, qd, tau, loads, cut: int = 0):
         own[i] = model.inertia[i] + m * (cx * cx + cy * cy)
         mrx, mry = m * rx, m * ry
         w2 = om[i] * om[i]
-        fx, fy, mo = -w2 * mrx, -w2 * mry, None
+        fx, fy = -w2 * mrx, -w2 * mry
         if loads is not None:
             lx, ly, lz = loads[i][0], loads[i][1], loads[i][2]
             fx, fy = fx - lx, fy - ly
@@ -959,10 +963,6 @@ def _aba_rows(model, q, qd, tau, loads, cut: int = 0):
             al[i], ax, ay = _cut([al[i], ax, ay])
             aP[i] = (ax, ay)
     return out + (al if absolute else qdd)
-
-
-
-
 
 
 def _moments_cotangent(model, tbar):
