@@ -5,8 +5,8 @@ arrays, and the kernel's private helpers on its internal (dof, B) layout).
 1. The parameter adjoint sums all its per-sample rows in one variadic ``lax.reduce``
    (a single fused loop) rather than one ``jnp.sum`` per row (which makes XLA
    materialise the kinematics shared between the rows).
-2. The adjoint is used up to 40 segments: compile and run time of the gradient of a
-   batched loss against JAX's reverse mode for chains of 10 to 48 segments (80
+2. The adjoint is used up to 32 segments: compile and run time of the gradient of a
+   batched loss against JAX's reverse mode for chains of 10 to 40 segments (80
    segments took 524 s to compile once; not rerun here).
 3. The mass-matrix path of forward dynamics (kept for comparison since the
    articulated-body algorithm replaced it, ``_FD_SOLVER = "solve"``): an unrolled
@@ -17,7 +17,7 @@ arrays, and the kernel's private helpers on its internal (dof, B) layout).
    segments at 10^6 samples.
 
 Run: ``python -m benchmarks.design [--quick]`` (about 3 minutes; ``--quick`` skips the
-48-segment chain); writes ``design_results.json`` beside this file.
+36- and 40-segment chains); writes ``design_results.json`` beside this file.
 """
 
 from __future__ import annotations
@@ -85,7 +85,7 @@ def adjoint_size(quick: bool, log=print) -> list:
     saved = jb._ADJOINT_MAX
     jb._ADJOINT_MAX = 10**6  # the adjoint at every size, to measure where it stops paying
     try:
-        for n in (10, 20, 40) if quick else (10, 20, 40, 48):
+        for n in (10, 20, 32) if quick else (10, 20, 32, 36, 40):
             model = common.chain_model(n)
             q, qd, qdd = (jnp.asarray(x) for x in common.states(model, B, seed=5))
             row = {"segments": n, "batch": B}

@@ -607,12 +607,13 @@ def _param_adjoint(model, q, qd, qdd, tbar, loads, group: int = 0):
 
 GRADIENTS = ("adjoint", "autodiff")
 # segments: the adjoint's fused loop up to this many; JAX's reverse mode beyond.
-# Measured on a chain, batch 1e4 (python -m benchmarks.design): in the run of
-# 2026-11-22, 40 segments compiled in 6 s and ran 6x faster than reverse mode, 48 in
-# 22 s and 1.7x slower, 80 took 524 s to compile; in the run of 2026-11-23 (another
-# CPU, the one-API kernel), 20 segments ran 2.7x faster but 40 ran 17x slower
-# (compile 27 s): the limit should come down to about 20 (the crossing is not measured).
-_ADJOINT_MAX = 40
+# Measured on a chain, batch 1e4, run time of jit(grad) (python -m benchmarks.design,
+# and the run of 2026-11-23 on a 2-core AMD EPYC): adjoint / reverse mode 14 / 42 ms at
+# 20 segments, 31 / 83 ms at 32, 149 / 95 ms at 36, 1300 / 109 ms at 40 (the unrolled
+# loop's one fusion stops fitting the registers and caches somewhere past 32; compile
+# 11 s at 32, 29 s at 40). An earlier CPU (Intel Xeon, 2026-11-22) still gained 6x at
+# 40: the crossing depends on the machine, and 32 is the last size measured faster here.
+_ADJOINT_MAX = 32
 # outputs per reduction of the adjoint on accelerators: a GPU reduction keeps a block
 # of partial sums per output in shared memory, and one reduction with the ~35 outputs
 # of the seven-segment human needed 0x47180 bytes against 0x38c00 available on an

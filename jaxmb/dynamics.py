@@ -237,8 +237,8 @@ def inverse_dynamics(model: Model, q, qd, qdd, loads=None, *, method: str = "rec
         loads get JAX's reverse mode; it is reverse-mode only: ``jax.jvp``,
         ``jax.jacfwd`` and ``jax.hessian`` raise "can't apply forward-mode autodiff
         (jvp) to a custom_vjp function" -- use "autodiff" for them (plain JAX
-        differentiation in both modes). Models of more than 40 segments always get
-        "autodiff". Under ``jax.vmap`` of a single-sample call the adjoint runs per
+        differentiation in both modes). Models of more than 32 segments always get
+        "autodiff" (the adjoint's one fused loop runs slower beyond). Under ``jax.vmap`` of a single-sample call the adjoint runs per
         sample and JAX sums it (slower than one call with a leading batch axis).
 
     Returns:

@@ -373,8 +373,9 @@ def test_adjoint_under_vmap_over_subjects_and_trials():
             np.testing.assert_allclose(a, b, rtol=RTOL, atol=1e-12 * float(jnp.max(jnp.abs(b))))
 
 
-def test_adjoint_limited_to_40_segments():
-    # Beyond 40 segments the adjoint's single loop compiles too slowly (minutes at 80):
+def test_adjoint_limited_in_size():
+    # Beyond _ADJOINT_MAX (32) segments the adjoint's single loop runs slower than
+    # reverse mode and compiles too slowly (minutes at 80):
     # such models get JAX's reverse mode (tested against the core function elsewhere),
     # so forward mode works there.
     rng = np.random.default_rng(89)
