@@ -153,12 +153,37 @@ def simulate(
             loads_k = jnp.broadcast_to(loads_k, q.shape[:-1] + (n, 3))
         return _batch.call(spec, model, q, qd, tau_k, loads_k)
 
+    # Small models (forward dynamics one fused loop, up to _batch._ABA_FUSED_MAX
+    # segments): the state is carried as (dof, B), the kernel's own layout (the
+    # transposes around each call cancel in XLA), and the four RK4 stages are written
+    # out; larger models: the state in the caller's layout and the stages as a scan
+    # (forward dynamics traced once: its compile time dominates). Measured for a
+    # 3-segment chain, B = 1e4, 100 steps: 1.4x faster than the general form, while
+    # the (dof, B) state with the stages as a scan ran 3x slower (an ad-hoc script).
+    small = n <= _batch._ABA_FUSED_MAX
+    B = int(np.prod(lead, dtype=np.int64))
+
+    def user(x):  # (dof, B) -> lead + (dof,)
+        return x.T.reshape(lead + (dof,))
+
+    def acc_t(k, t, qT, qdT):
+        return acc(k, t, user(qT), user(qdT)).reshape(B, dof).T
+
     def step(state, k):
         q, qd = state
         t = k * dt
         if method == "euler":
-            qd = qd + dt * acc(k, t, q, qd)
+            qd = qd + dt * (acc_t if small else acc)(k, t, q, qd)
             q = q + dt * qd
+        elif small:
+            kq = kv = None
+            sq = sv = jnp.zeros_like(q)
+            for a_s, w_s in RK4_STAGES.tolist():  # Python floats: float32 stays float32
+                qs, vs = (q, qd) if kq is None else (q + a_s * dt * kq, qd + a_s * dt * kv)
+                kq, kv = vs, acc_t(k, t + a_s * dt, qs, vs)
+                sq, sv = sq + w_s * kq, sv + w_s * kv
+            q = q + dt / 6 * sq
+            qd = qd + dt / 6 * sv
         else:
             # classical RK4; its Butcher tableau is sub-diagonal, so the four stages run
             # as a scan (forward dynamics is traced once, not four times):
@@ -178,6 +203,12 @@ def simulate(
         return (q, qd), (q, qd)
 
     del state_ndim
-    _, (qs, qds) = jax.lax.scan(step, (q0, qd0), jnp.arange(steps))
+    if small:
+        flat = lambda x: x.reshape(B, dof).T  # noqa: E731
+        _, (qs, qds) = jax.lax.scan(step, (flat(q0), flat(qd0)), jnp.arange(steps))
+        back = lambda x: jnp.swapaxes(x, 1, 2).reshape((steps,) + lead + (dof,))  # noqa: E731
+        qs, qds = back(qs), back(qds)
+    else:
+        _, (qs, qds) = jax.lax.scan(step, (q0, qd0), jnp.arange(steps))
     t = jnp.arange(steps + 1, dtype=dtype) * dt
     return Trajectory(t, jnp.concatenate([q0[None], qs]), jnp.concatenate([qd0[None], qds]))
