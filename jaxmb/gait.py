@@ -919,11 +919,13 @@ def analyze(
     out = {}
     keys = {}
     for b in range(B):
-        keys.setdefault((int(kin_frames[b]), int(force_frames[b]), float(trial_cut[b])), []).append(b)
+        # None, not NaN, for "no filter": NaN != NaN would give every trial its own group
+        c = None if math.isnan(trial_cut[b]) else float(trial_cut[b])
+        keys.setdefault((int(kin_frames[b]), int(force_frames[b]), c), []).append(b)
     for (nk, nf, c), idx in keys.items():
         idx = np.asarray(idx)
         whole = len(idx) == B and nk == T and nf == Tf  # the common case: no copies of the inputs
-        kc = None if math.isnan(c) else c
+        kc = c
         fc = kc if same else force_cutoff
         resample = None
         if force_rate != rate or nf != nk:

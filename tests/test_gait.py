@@ -109,6 +109,24 @@ def test_batch_equals_loop_and_ragged_trials(running):
         assert np.isnan(ragged.moments[b, n:]).all() and not ragged.mask[b, n:].any()
 
 
+def test_unfiltered_batch_is_one_call(running, monkeypatch):
+    # cutoff=None: the trials of equal length form one group (a NaN key for "no
+    # filter" once made a group, and a compiled call, per trial)
+    kw = _decimated(running)
+    stacked = {k: np.stack([kw[k]] * 4) for k in ("hip", "knee", "ankle", "toe", "force", "cop")}
+    calls = []
+    jitted = gait._jitted
+
+    def counting(**static):
+        fn = jitted(**static)
+        return lambda *a: calls.append(1) or fn(*a)
+
+    monkeypatch.setattr(gait, "_jitted", counting)
+    res = gait.analyze(**stacked, rate=kw["rate"], segments=kw["segments"], gravity=G, cutoff=None)
+    assert len(calls) == 1 and res.moments.shape == (4, 601, 3)
+    np.testing.assert_allclose(res.moments[3], res.moments[0], rtol=0, atol=0)
+
+
 def test_force_at_another_rate_is_resampled(running):
     # the force given at twice the kinematics' rate (linearly interpolated) is
     # resampled back onto the kinematics' samples exactly
