@@ -225,10 +225,13 @@ def gradient(quick: bool = False, log=print) -> list:
 
 
 def gradient_compile(quick: bool = False, log=print) -> list:
-    """Compile time of ``jax.grad`` of a squared-torque loss of ``jaxmb.inverse_dynamics``
-    with respect to the model, for ``jaxmb.seven_segment_human()`` (issue 8: < 2 s on
-    the CPU), from a cleared cache, with each gradient form; B = 1e3 (the compile time
-    does not depend on B)."""
+    """Compile time of ``jax.grad`` with respect to the model of a loss of each public
+    dynamics function of ``jaxmb.seven_segment_human()`` (issue 8: < 2 s on the CPU),
+    from a cleared cache: inverse dynamics with each gradient form (the median of
+    three compiles, and the first un-jitted call), then joint moments, reactions,
+    forward dynamics, the mass matrix, the bias forces and a 10-step simulation (one
+    compile each), with per-sample loads where the function takes them. B = 1e3 (the
+    compile time hardly depends on B without chunks)."""
     import jax
     import jax.numpy as jnp
 
@@ -236,7 +239,9 @@ def gradient_compile(quick: bool = False, log=print) -> list:
 
     common.enable_x64()
     model = jaxmb.seven_segment_human()
-    q, qd, qdd = common.states(model, 10**3, seed=17)
+    B = 10**3
+    q, qd, qdd = common.states(model, B, seed=17)
+    loads = np.random.default_rng(18).normal(0.0, 10.0, (B, model.segments, 3))
     args = (model,) + tuple(jax.device_put(x) for x in (q, qd, qdd))
     rows = []
     for form in ("adjoint", "autodiff"):
@@ -252,11 +257,31 @@ def gradient_compile(quick: bool = False, log=print) -> list:
         t0 = time.perf_counter()
         common.block(jax.grad(loss)(*args))  # the user's way: no jit, first call
         direct_s = time.perf_counter() - t0
-        row = {"model": "seven_segment_human", "gradient": form, "compile_s": float(np.median(reps)),
-               "first_call_unjitted_s": direct_s, "load": common.load()}  # fmt: skip
+        row = {"model": "seven_segment_human", "function": "inverse_dynamics", "gradient": form,
+               "compile_s": float(np.median(reps)), "first_call_unjitted_s": direct_s, "load": common.load()}  # fmt: skip
         rows.append(row)
-        log(f"GC human7 grad ({form:8s}) jit compile {row['compile_s']:.2f} s; "
+        log(f"GC human7 grad inverse_dynamics ({form:8s}) jit compile {row['compile_s']:.2f} s; "
             f"first un-jitted jax.grad call {direct_s:.2f} s")
+    ld = jax.device_put(loads)
+    others = {
+        "joint_moments": lambda m, q, qd, x: jaxmb.joint_moments(m, q, qd, x, ld),
+        "joint_reactions": lambda m, q, qd, x: jaxmb.joint_reactions(m, q, qd, x, ld),
+        "forward_dynamics": lambda m, q, qd, x: jaxmb.forward_dynamics(m, q, qd, x, ld),
+        "mass_matrix": lambda m, q, qd, x: jaxmb.mass_matrix(m, q),
+        "bias_forces": lambda m, q, qd, x: jaxmb.bias_forces(m, q, qd),
+        "simulate": lambda m, q, qd, x: jaxmb.simulate(m, q, qd, x, 1e-3, steps=10).q,
+    }
+    if quick:
+        others = {k: others[k] for k in ("joint_reactions", "forward_dynamics")}
+    for name, f in others.items():
+        def loss(m, q, qd, x, f=f):
+            return jnp.sum(f(m, q, qd, x) ** 2)
+
+        jax.clear_caches()
+        _, s = common.compile_and_time(jax.grad(loss), *args)
+        rows.append({"model": "seven_segment_human", "function": name, "gradient": "default", "compile_s": s,
+                     "load": common.load()})  # fmt: skip
+        log(f"GC human7 grad {name} jit compile {s:.2f} s")
     return rows
 
 

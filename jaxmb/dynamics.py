@@ -273,7 +273,11 @@ def forward_dynamics(model: Model, q, qd, tau, loads=None, *, chunk: int | None 
     ID(q, qd, qdd) = tau, so d qdd = M^-1 (d tau - dID) with qdd held fixed: one
     forward-mode pass of the recursion and one more articulated-body solve (a
     symmetric ``lax.custom_linear_solve``), with no derivative of the algorithm
-    itself.
+    itself. In reverse mode the model's part of dID is transposed by the
+    hand-derived parameter adjoint of :func:`inverse_dynamics` (up to 32 segments),
+    not by JAX's reverse mode of the recursion: the gradient of the seven-segment
+    human's forward dynamics with respect to the model compiles in about 5 s
+    instead of 11 s (B = 1e3, this project's 2-core CPU).
 
     Args:
       model: the model.

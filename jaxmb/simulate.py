@@ -47,7 +47,11 @@ def simulate(
 
     Forward dynamics is the batched kernel of :func:`jaxmb.forward_dynamics`: a batch
     of initial states (leading dimensions of ``q0``, or ``jax.vmap`` over
-    :func:`simulate`) is integrated in one scan, every stage one batched call.
+    :func:`simulate`) is integrated in one scan, every stage one batched call. For
+    models of up to four segments the state is carried in the kernel's own
+    (dof, batch) layout and the four RK4 stages are written out (1.4x to 1.8x
+    faster for a 3-segment chain); larger models keep the stages as an inner scan,
+    so that forward dynamics is compiled once per step rather than four times.
 
     Args:
       model: the model.
