@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 from typing import NamedTuple
 
 import jax
@@ -133,6 +134,24 @@ def simulate(
         raise ValueError(f"steps={steps} but the arrays over steps have {next(iter(lengths))}")
     steps = int(steps)
     dt = jnp.asarray(dt, dtype)
+    del state_ndim
+    # one compiled integration per model topology, shapes and options: a direct call
+    # from Python would otherwise trace and compile the scan again on every call
+    return _integrate(model, q0, qd0, None if tk == "fn" else tv, None if lk in ("fn", "none") else lv, dt,
+                      tk=tk, lk=lk, tfn=tv if tk == "fn" else None, lfn=lv if lk == "fn" else None,
+                      steps=steps, method=method)  # fmt: skip
+
+
+@functools.partial(jax.jit, static_argnames=("tk", "lk", "tfn", "lfn", "steps", "method"))
+def _integrate(model, q0, qd0, tv, lv, dt, *, tk, lk, tfn, lfn, steps, method):
+    """The integration of :func:`simulate` for validated inputs: q0, qd0 (lead..., dof)
+    of the model's dtype; tv / lv the array inputs (None for a function or none) and
+    tfn / lfn the functions; tk / lk their kinds ("fn", "const", "steps", "none")."""
+    tv = tfn if tk == "fn" else tv
+    lv = lfn if lk == "fn" else lv
+    dtype = q0.dtype
+    lead = q0.shape[:-1]
+    n, dof = model.segments, model.dof
     spec = _batch.Spec("forward")
 
     def value(kind, v, k, t, q, qd, core, name):
@@ -206,7 +225,6 @@ def simulate(
             qd = qd + dt / 6 * sv
         return (q, qd), (q, qd)
 
-    del state_ndim
     if small:
         flat = lambda x: x.reshape(B, dof).T  # noqa: E731
         _, (qs, qds) = jax.lax.scan(step, (flat(q0), flat(qd0)), jnp.arange(steps))
