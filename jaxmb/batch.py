@@ -335,10 +335,10 @@ def _assemble(rows, method: str, batch_first: bool = False):
     unrolled recursions, into code up to twenty times slower (measured).
 
     Batch-first outputs: up to three rows are stacked on the last axis (one
-    concatenation loop, the fastest form then: 3-chain, 10^6 samples, 18 ms against
-    30 ms batch-last and 46 ms as strided columns); more rows are written as
+    concatenation loop, the fastest form then: 3-chain, 10^6 samples, 22 ms against
+    32 ms batch-last and 56 ms as strided columns); more rows are written as
     strided columns of a (b, ...) buffer, since the concatenation loop evaluates the
-    whole recursion per output element (4-chain: 366 ms against 88 ms). Measured
+    whole recursion per output element (4-chain: 417 ms against 99 ms). Measured
     by ``python -m benchmarks.design``.
     """
     flat = _leaves(rows)
@@ -634,18 +634,18 @@ def _param_adjoint(model, q, qd, qdd, tbar, loads, group: int = 0):
 GRADIENTS = ("adjoint", "autodiff")
 # segments: the adjoint's fused loop up to this many; JAX's reverse mode beyond.
 # Measured on a chain, batch 1e4, run time of jit(grad) (python -m benchmarks.design,
-# and the run of 2026-11-23 on a 2-core AMD EPYC): adjoint / reverse mode 14 / 42 ms at
-# 20 segments, 31 / 83 ms at 32, 149 / 95 ms at 36, 1300 / 109 ms at 40 (the unrolled
-# loop's one fusion stops fitting the registers and caches somewhere past 32; compile
-# 11 s at 32, 29 s at 40). An earlier CPU (Intel Xeon, 2026-11-22) still gained 6x at
+# section 2, 2026-11-23 09:40 UTC on a 2-core AMD EPYC): adjoint / reverse mode 17.8 /
+# 40.4 ms at 20 segments, 36 / 83 ms at 32, 166 / 98 ms at 36, 1782 / 120 ms at 40 (the
+# unrolled loop's one fusion stops paying somewhere past 32; compile 10.7 s at 32, 34 s
+# at 40). An earlier CPU (Intel Xeon, 2026-11-22) still gained 6x at
 # 40: the crossing depends on the machine, and 32 is the last size measured faster here.
 _ADJOINT_MAX = 32
 # outputs per reduction of the adjoint on accelerators: a GPU reduction keeps a block
 # of partial sums per output in shared memory, and one reduction with the ~35 outputs
 # of the seven-segment human needed 0x47180 bytes against 0x38c00 available on an
 # H100 (ptxas error, float32, measured by the issue's author); 8 outputs need under a
-# quarter of that. The CPU keeps the single fused reduction (no such limit, and 1.2x
-# to 4.4x faster than one reduction per parameter: python -m benchmarks.design).
+# quarter of that. The CPU keeps the single fused reduction (no such limit, and 1.5x
+# to 3.4x faster than one reduction per parameter: python -m benchmarks.design).
 _GPU_GROUP = 8
 
 
