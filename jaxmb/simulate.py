@@ -137,9 +137,14 @@ def simulate(
     del state_ndim
     # one compiled integration per model topology, shapes and options: a direct call
     # from Python would otherwise trace and compile the scan again on every call
-    return _integrate(model, q0, qd0, None if tk == "fn" else tv, None if lk in ("fn", "none") else lv, dt,
-                      tk=tk, lk=lk, tfn=tv if tk == "fn" else None, lfn=lv if lk == "fn" else None,
-                      steps=steps, method=method)  # fmt: skip
+    tfn, lfn = tv if tk == "fn" else None, lv if lk == "fn" else None
+    try:
+        hash((tfn, lfn))
+        integrate = _integrate
+    except TypeError:  # an unhashable callable (e.g. a dataclass controller): traced anew, not cached
+        integrate = _integrate.__wrapped__
+    return integrate(model, q0, qd0, None if tk == "fn" else tv, None if lk in ("fn", "none") else lv, dt,
+                     tk=tk, lk=lk, tfn=tfn, lfn=lfn, steps=steps, method=method)  # fmt: skip
 
 
 @functools.partial(jax.jit, static_argnames=("tk", "lk", "tfn", "lfn", "steps", "method"))

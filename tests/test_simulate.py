@@ -222,3 +222,31 @@ def test_bad_inputs_raise():
         q0_, qd0_, tau_ = args.pop("q0"), args.pop("qd0"), args.pop("tau")
         with pytest.raises(ValueError):
             jaxmb.simulate(model, q0_, qd0_, tau_, dt, **args)
+
+
+def test_direct_calls_reuse_one_compilation_and_accept_unhashable_controllers():
+    # simulate is one cached jax.jit: the same shapes and options do not compile
+    # again; an unhashable callable (a dataclass controller) is traced anew instead
+    import dataclasses
+    import importlib
+
+    sim = importlib.import_module("jaxmb.simulate")  # the module (jaxmb.simulate is the function)
+
+    model = jaxmb.three_segment_leg(1.75, 70.0)
+    q0 = np.full((4, model.dof), 0.1)
+    tau = np.zeros(model.dof)
+    jaxmb.simulate(model, q0, 0 * q0, tau, 1e-3, steps=5)
+    size = sim._integrate._cache_size()
+    jaxmb.simulate(model, q0 + 0.1, 0 * q0, tau, 1e-3, steps=5)
+    assert sim._integrate._cache_size() == size
+
+    @dataclasses.dataclass
+    class PD:  # eq=True makes it unhashable
+        k: float
+
+        def __call__(self, t, q, qd):
+            return -self.k * q - 0.1 * qd
+
+    a = jaxmb.simulate(model, q0, 0 * q0, PD(5.0), 1e-3, steps=20).q
+    b = jaxmb.simulate(model, q0, 0 * q0, lambda t, q, qd: -5.0 * q - 0.1 * qd, 1e-3, steps=20).q
+    np.testing.assert_array_equal(a, b)
