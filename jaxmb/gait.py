@@ -301,6 +301,8 @@ def _check_points(arrays: dict) -> tuple:
 
 def _check_finite_valid(a: np.ndarray, name: str, mask: np.ndarray):
     """NaN/inf is an error on valid samples (a: (B, T, ...), mask: (B, T))."""
+    if np.isfinite(a).all():  # the common case, one quick pass over the data
+        return
     bad = ~np.isfinite(a).reshape(a.shape[:2] + (-1,)).all(-1) & mask
     if bad.any():
         b, t = (int(i) for i in np.argwhere(bad)[0])
@@ -586,25 +588,27 @@ def _chunk_size(B: int, target: int) -> int:
     return target
 
 
-def _group_pipeline(kin, frc, mz, resample, seg, gravity, pelvis, *, rate, force_rate, cutoff, force_cutoff,
-                    order, from_table, terms, chunk=_CHUNK):  # fmt: skip
+def _group_pipeline(pts, force, cop, mz, resample, seg, gravity, pelvis, *, rate, force_rate, cutoff,
+                    force_cutoff, order, from_table, terms, chunk=_CHUNK):  # fmt: skip
     """Equal-length trials, one jitted computation: filtering, resampling, angles,
     lengths, derivatives, segment parameters and the dynamics, a loop over chunks of
     ``chunk`` trials (see :func:`_chunk_pipeline`).
 
-    kin (B, T, 4, 2) joint centres; frc (B, Tf, k): Fx, Fy, COPx and (k = 4) COPy
-    (zero for k = 3); mz (B, Tf) or None; resample: None or (i0, i1, w) (T,) to
-    interpolate the force at the kinematics' samples; seg: (a, b, c) (B, 3) (see
-    :func:`_segment_spec`); pelvis (B, T) or None."""
+    pts: (hip, knee, ankle, toe) joint centres (B, T, 2) each; force (B, Tf, 2); cop
+    (B, Tf) (x on the ground) or (B, Tf, 2); mz (B, Tf) or None; resample: None or
+    (i0, i1, w) (T,) to interpolate the force at the kinematics' samples; seg: (a, b,
+    c) (B, 3) (see :func:`_segment_spec`); pelvis (B, T) or None. The inputs stay
+    separate (NumPy arrays are passed as they are): stacking them here, inside each
+    chunk, costs nothing, where a stack on the host is a copy of the whole batch."""
     import jax
     import jax.numpy as jnp
 
     static = dict(rate=rate, force_rate=force_rate, cutoff=cutoff, force_cutoff=force_cutoff, order=order,
                   from_table=from_table, terms=terms)  # fmt: skip
-    B = kin.shape[0]
+    B = force.shape[0]
     b = _chunk_size(B, chunk)
     n = -(-B // b)
-    args = (kin, frc, mz, seg, pelvis)
+    args = (pts, force, cop, mz, seg, pelvis)
     if n * b != B:  # pad the batch with copies of the first trial
         args = jax.tree_util.tree_map(lambda x: jnp.concatenate([x, jnp.repeat(x[:1], n * b - B, 0)]), args)
     if n == 1:
@@ -617,14 +621,18 @@ def _group_pipeline(kin, frc, mz, resample, seg, gravity, pelvis, *, rate, force
     return out
 
 
-def _chunk_pipeline(kin, frc, mz, seg, pelvis, resample, gravity, *, rate, force_rate, cutoff, force_cutoff,
-                    order, from_table, terms):  # fmt: skip
+def _chunk_pipeline(pts, force, cop, mz, seg, pelvis, resample, gravity, *, rate, force_rate, cutoff,
+                    force_cutoff, order, from_table, terms):  # fmt: skip
     """:func:`_group_pipeline` on one chunk of trials (the same arguments)."""
     import jax
     import jax.numpy as jnp
 
     from ._filters import derivative_jax
 
+    kin = jnp.stack(pts, axis=-2)  # (B, T, 4, 2)
+    # (B, Tf, 4) Fx, Fy, COPx, COPy, or (B, Tf, 3) for a centre of pressure on the
+    # ground (COPy = 0: not filtered)
+    frc = jnp.concatenate([force, cop[..., None] if cop.ndim == 2 else cop], -1)
     B, T = kin.shape[:2]
     kin = kin.reshape(B, T, 8)
     kin, frc, mz = _filter_group(kin, frc, mz, rate=rate, force_rate=force_rate, cutoff=cutoff,
@@ -652,7 +660,7 @@ def _chunk_pipeline(kin, frc, mz, seg, pelvis, resample, gravity, *, rate, force
     com = c * lengths
     pel_rate = None if pelvis is None else derivative_jax(pelvis, rate, 1, axis=1)
     out = _dynamics((lengths, com, mass, inertia, gravity), q, qd, qdd, frc, mz, pelvis, pel_rate, terms=terms)
-    out.update(q=q, force=frc, lengths=lengths, mass=mass, inertia=inertia, com=com)
+    out.update(theta=theta, force=frc, lengths=lengths, mass=mass, inertia=inertia, com=com)
     return out
 
 
@@ -816,7 +824,7 @@ def analyze(
             if len(mz_b) != len(hip) or (mfr != ffr).any():
                 raise ValueError("free_moment must be a list of trials with the force's number of samples")
         lead = (len(hip),)
-        P = np.stack([pts[k] for k in ("hip", "knee", "ankle", "toe")], axis=-2)  # (B, T, 4, 2)
+        PT = tuple(pts[k] for k in ("hip", "knee", "ankle", "toe"))  # (B, T, 2) each
         force_frames = ffr
         force_a, cop_a = force_b, cop_b
         mz_a = mz_b if mz_b is not None else np.zeros(force_b.shape[:2])
@@ -850,7 +858,7 @@ def analyze(
             if pelvis_a.shape != lead + (T,):
                 raise ValueError(f"pelvis must have shape {lead + (T,)} (rad), got {pelvis_a.shape}")
         B = int(np.prod(lead, dtype=int))
-        P = np.stack([arrays[k] for k in ("hip", "knee", "ankle", "toe")], axis=-2).reshape(B, T, 4, 2)
+        PT = tuple(arrays[k].reshape(B, T, 2) for k in ("hip", "knee", "ankle", "toe"))
         force_a = force_a.reshape(B, Tf, 2)
         cop_a = cop_a.reshape((B, Tf) + cop_a.shape[len(lead) + 1 :])
         mz_a = mz_a.reshape(B, Tf)
@@ -866,11 +874,8 @@ def analyze(
             if (kin_frames < 1).any() or (kin_frames > T).any():
                 raise ValueError(f"frames must be between 1 and {T}, got {kin_frames.min()}..{kin_frames.max()}")
         force_frames = None
-    B, T = P.shape[:2]
+    B, T = PT[0].shape[:2]
     Tf = force_a.shape[1]
-    # (B, Tf, 4) Fx, Fy, COPx, COPy, or (B, Tf, 3) for a centre of pressure on the
-    # ground (COPy = 0: not filtered)
-    frc = np.concatenate([force_a, cop_a[..., None] if cop_a.ndim == 2 else cop_a], -1)
     if force_frames is None:
         if force_rate == rate and Tf != T:
             raise ValueError(f"force has {Tf} samples but the kinematics {T}: give force_rate= if it differs")
@@ -881,7 +886,8 @@ def analyze(
             force_frames = np.minimum(force_frames + int(math.ceil(force_rate / rate)), Tf)
     kmask = np.arange(T)[None] < kin_frames[:, None]
     fmask = np.arange(Tf)[None] < force_frames[:, None]
-    _check_finite_valid(P, "the joint centres", kmask)
+    for name, a in zip(("hip", "knee", "ankle", "toe"), PT):
+        _check_finite_valid(a, name, kmask)
     _check_finite_valid(force_a, "force", fmask)
     _check_finite_valid(cop_a, "cop", fmask)
     has_mz = free_moment is not None
@@ -908,7 +914,8 @@ def analyze(
     trial_cut = np.full(B, np.nan)
     if auto:
         for b in range(B):
-            ra = _signal.residual_analysis(P[b, : kin_frames[b]].reshape(-1, 8), rate, axis=0, order=order)
+            P = np.concatenate([a[b, : kin_frames[b]] for a in PT], -1)  # (T, 8)
+            ra = _signal.residual_analysis(P, rate, axis=0, order=order)
             trial_cut[b] = float(np.max(ra.cutoff))
     elif cutoff is not None:
         trial_cut[:] = cutoff
@@ -942,10 +949,14 @@ def analyze(
         fn = _jitted(rate=rate, force_rate=force_rate, cutoff=kc, force_cutoff=fc, order=order,
                      from_table=from_table, terms=bool(terms))  # fmt: skip
         pick = (lambda x, n: x) if whole else (lambda x, n: x[idx, :n])  # noqa: E731
-        seg = tuple(jnp.asarray(x[idx]) for x in (seg_a, seg_b, seg_c))
-        pel = None if pelvis_a is None else jnp.asarray(pick(pelvis_a, nk))
-        mz = None if not has_mz else jnp.asarray(pick(mz_a, nf))
-        got = fn(jnp.asarray(pick(P, nk)), jnp.asarray(pick(frc, nf)), mz, resample, seg, jnp.asarray(gravity), pel)
+        # NumPy arrays go to the compiled function as they are: jax.jit takes them
+        # without a copy where they are aligned, and copies them once otherwise
+        # (jnp.asarray first would copy them once more)
+        seg = tuple(x[idx] for x in (seg_a, seg_b, seg_c))
+        pel = None if pelvis_a is None else pick(pelvis_a, nk)
+        mz = None if not has_mz else pick(mz_a, nf)
+        got = fn(tuple(pick(a, nk) for a in PT), pick(force_a, nf), pick(cop_a, nf), mz, resample, seg,
+                 jnp.asarray(gravity), pel)  # fmt: skip
         flat = jax.tree_util.tree_flatten_with_path(got)[0]
         for path, v in flat:
             v = np.asarray(v, dtype=np.float64)
@@ -964,8 +975,7 @@ def analyze(
     if (lengths <= 0).any() or not np.isfinite(lengths).all():
         b, j = (int(i) for i in np.argwhere(~(lengths > 0))[0])
         raise ValueError(f"the {SEGMENTS[j]} has zero length (trial {b}): check the joint centres")
-    q = res["q"]
-    theta = q[..., 2:]
+    theta = res["theta"]
     fk = res["force"]
     mass, inertia, com = res["mass"], res["inertia"], res["com"]
     term_out = None
