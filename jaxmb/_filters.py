@@ -189,6 +189,80 @@ def _sosfilt_split_tc(sos: np.ndarray, x: jax.Array, zi: jax.Array, block: int, 
     return y.swapaxes(0, 1).reshape(K * L, C)[:N]
 
 
+def _block_responses(coef, xb: jax.Array, unroll: int):
+    """Zero-state responses of the cascade in every block of xb (B, K, L, C), along
+    axis 2 (a loop of L steps over the B x K x C lanes, each step reading and
+    writing one strided slice: no transposed copy of the signal), and the final
+    states (B, K, S, C), in the order of :func:`_state_space`."""
+    Bn, K, L, C = xb.shape
+
+    def body(t, carry):
+        z, y = carry
+        v = jax.lax.dynamic_index_in_dim(xb, t, axis=2, keepdims=False)
+        new = []
+        for k, (b0, b1, b2, a1, a2) in enumerate(coef):
+            z0, z1 = z[k]
+            xin = v
+            v = b0 * xin + z0
+            new.append((b1 * xin - a1 * v + z1, b2 * xin - a2 * v))
+        return tuple(new), jax.lax.dynamic_update_index_in_dim(y, v, t, axis=2)
+
+    zero = jnp.zeros((Bn, K, C), xb.dtype)
+    init = (tuple((zero, zero) for _ in coef), jnp.zeros_like(xb))
+    z, y0 = jax.lax.fori_loop(0, L, body, init, unroll=unroll)
+    return y0, jnp.stack([s for pair in z for s in pair], axis=2)
+
+
+def _block_starts(AL: np.ndarray, zf: jax.Array, s0: jax.Array) -> jax.Array:
+    """The state at the start of each block (B, K, S, C): s_0 = s0 (B, S, C),
+    s_(k+1) = A^L s_k + zf_k (a scan over the K blocks of small arrays)."""
+    S = AL.shape[0]
+    ALj = jnp.asarray(AL, zf.dtype)
+
+    def step(s, z):
+        nxt = jnp.stack([sum(ALj[i, j] * s[:, j] for j in range(S)) for i in range(S)], 1) + z
+        return nxt, s
+
+    _, st = jax.lax.scan(step, s0, jnp.moveaxis(zf, 1, 0))
+    return jnp.moveaxis(st, 0, 1)
+
+
+def _sosfiltfilt_bt(sos: np.ndarray, zi: np.ndarray, x: jax.Array, padlen: int, block: int, unroll: int) -> jax.Array:
+    """:func:`_sosfiltfilt_tc` for x (B, N, C) with time along axis 1, without moving
+    time to the front: the "split" method's blocks are taken in place, (B, K, L, C)
+    from (B, K * L, C) by a free reshape, and the recursion within the blocks steps
+    along axis 2 (:func:`_block_responses`). The odd extension, a zero tail to whole
+    blocks, the free responses to the block start states and the reversal between
+    the passes are elementwise expressions that XLA fuses into a few passes over
+    the signal."""
+    Bn, N, C = x.shape
+    dt = x.dtype
+    coef = [tuple(jnp.asarray(c, dtype=dt) for c in (s[0], s[1], s[2], s[4], s[5])) for s in sos]
+    zi = jnp.asarray(np.asarray(zi, dtype=float).reshape(-1), dt)  # (S,)
+    Ne = N + 2 * padlen  # the extended signal
+    L = max(1, min(int(block), Ne))
+    K = -(-Ne // L)
+    O, AL = _split_matrices(np.ascontiguousarray(sos, dtype=float).tobytes(), len(sos), L)
+    O = jnp.asarray(O, dt)
+    tail = jnp.zeros((Bn, K * L - Ne, C), dt)
+
+    def one_pass(e):  # e (B, K, L, C), the signal from its first sample, zero after Ne
+        s0 = zi[None, :, None] * e[:, 0, 0][:, None, :]
+        y0, zf = _block_responses(coef, e, unroll)
+        starts = _block_starts(AL, zf, s0)
+        y = y0
+        for j in range(O.shape[1]):  # + C A^t s_k
+            y = y + O[None, None, :, j, None] * starts[:, :, None, j]
+        return y.reshape(Bn, K * L, C)[:, :Ne]
+
+    parts = [x]
+    if padlen > 0:
+        parts = [2 * x[:, :1] - x[:, padlen:0:-1], x, 2 * x[:, -1:] - x[:, -2 : -(padlen + 2) : -1]]
+    y = one_pass(jnp.concatenate(parts + [tail], axis=1).reshape(Bn, K, L, C))
+    w = one_pass(jnp.concatenate([y[:, ::-1], tail], axis=1).reshape(Bn, K, L, C))
+    return w[:, ::-1][:, padlen : padlen + N]
+
+
 def _odd_ext_tc(x: jax.Array, n: int) -> jax.Array:
     """scipy.signal._arraytools.odd_ext along axis 0."""
     if n < 1:
@@ -223,7 +297,7 @@ def _sosfiltfilt_tc(sos: np.ndarray, zi: np.ndarray, x: jax.Array, padlen: int, 
     elif method == "split":
         filt = functools.partial(_sosfilt_split_tc, sos, block=block, unroll=unroll)
     else:
-        raise ValueError(f"method must be 'split', 'blocked' or 'scan', got {method!r}")
+        raise ValueError(f"method must be one of {_METHODS}, got {method!r}")
     y = filt(ext, zi * ext[0])
     y = y[::-1]
     y = filt(y, zi * y[0])
@@ -231,6 +305,9 @@ def _sosfiltfilt_tc(sos: np.ndarray, zi: np.ndarray, x: jax.Array, padlen: int, 
     if padlen > 0:
         y = y[padlen:-padlen]
     return y
+
+
+_METHODS = ("scan", "blocked", "split", "strided")
 
 
 def sosfiltfilt_jax(
@@ -254,9 +331,15 @@ def sosfiltfilt_jax(
         recursion runs side by side as extra channels from a zero state, plus the
         free response to each block's start state (a short chain over blocks):
         ``block`` sequential steps instead of the signal's length, for few
-        channels per call (float64 agrees with scipy to ~2e-12 relative).
-      block: samples per block of the ``"blocked"`` and ``"split"`` methods.
-      unroll: time steps per ``lax.scan`` iteration of the ``"scan"`` method.
+        channels per call (float64 agrees with scipy to ~2e-12 relative);
+        ``"strided"``: the same as ``"split"`` with the blocks cut in place along
+        ``axis`` (no transposed copies of the signal, no reversed copies between
+        the passes): the fastest on a CPU for batches of signals with time in the
+        middle, e.g. (trials, T, channels).
+      block: samples per block of the ``"blocked"``, ``"split"`` and ``"strided"``
+        methods.
+      unroll: time steps per loop iteration of the ``"scan"``, ``"split"`` and
+        ``"strided"`` methods.
 
     Returns:
       The filtered array, the shape and (float) dtype of ``x``.
@@ -275,8 +358,8 @@ def sosfiltfilt_jax(
     padlen = int(padlen)
     if x.shape[axis] <= padlen:
         raise ValueError(f"x has {x.shape[axis]} samples along axis {axis}: needs more than padlen={padlen}")
-    if method not in ("scan", "blocked", "split"):
-        raise ValueError(f"method must be 'split', 'blocked' or 'scan', got {method!r}")
+    if method not in _METHODS:
+        raise ValueError(f"method must be one of {_METHODS}, got {method!r}")
     sos_key = (np.ascontiguousarray(sos).tobytes(), len(sos))
     return _sosfiltfilt_jit(x, sos_key, axis, padlen, method, int(unroll), int(block))
 
@@ -288,6 +371,10 @@ def _sosfiltfilt_jit(x, sos_key, axis, padlen, method, unroll, block):
 
     sos = np.frombuffer(sos_key[0], dtype=float).reshape(sos_key[1], 6)
     zi = ss.sosfilt_zi(sos)
+    if method == "strided":  # time stays where it is: (before, T, after), a free reshape
+        shape = x.shape
+        x3 = x.reshape(int(np.prod(shape[:axis], dtype=int)), shape[axis], -1)
+        return _sosfiltfilt_bt(sos, zi, x3, padlen, block, unroll).reshape(shape)
     x2, back = _to_time_channels(x, axis)
     return back(_sosfiltfilt_tc(sos, zi, x2, padlen, method, unroll, block))
 

@@ -36,7 +36,7 @@ def test_lowpass_matches_signal_and_filtfilt(order, cutoff, method="scan"):
     assert _rel(lowpass_jax(x1, RATE, cutoff, order, method=method), signal.lowpass(x1, RATE, cutoff, order)) < 1e-10
 
 
-@pytest.mark.parametrize("method", ["scan", "blocked", "split"])
+@pytest.mark.parametrize("method", ["scan", "blocked", "split", "strided"])
 def test_lowpass_batch_axis1_jit_vmap(method):
     x = _data((4, 250, 8), seed=3)
     ref = signal.lowpass(x, RATE, 8.0, 2, axis=1)
@@ -44,6 +44,26 @@ def test_lowpass_batch_axis1_jit_vmap(method):
     assert _rel(f(x), ref) < 1e-10
     g = jax.jit(jax.vmap(lambda v: lowpass_jax(v, RATE, 8.0, 2, axis=0, method=method)))
     assert _rel(g(x), ref) < 1e-10
+
+
+@pytest.mark.parametrize(
+    "order, block, axis, padlens",
+    [(1, 1000, 0, (None,)), (2, 7, 1, (None, 0)), (4, 64, 2, (None,))],
+)
+def test_strided_method_matches_sosfiltfilt(order, block, axis, padlens):
+    # blocks cut in place along any axis: a block longer than the signal, partial
+    # last blocks (250 + 2 padlen samples in blocks of 7 or 64), one section or two,
+    # with and without padding
+    x = np.moveaxis(_data((3, 250, 5), seed=order), 1, axis)  # 250 samples along axis
+    sos = ss.butter(order, 15.0 / (RATE / 2), output="sos")
+    for padlen in padlens:
+        kw = {} if padlen is None else {"padlen": padlen}
+        got = sosfiltfilt_jax(x, sos, axis=axis, method="strided", block=block, **kw)
+        assert _rel(got, ss.sosfiltfilt(sos, x, axis=axis, **kw)) < 1e-10, padlen
+    if order == 2:
+        got32 = sosfiltfilt_jax(x.astype(np.float32), sos, axis=axis, method="strided", block=block)
+        assert got32.dtype == jnp.float32
+        assert _rel(got32, ss.sosfiltfilt(sos, x, axis=axis)) < 1e-4
 
 
 def test_lowpass_options_and_sosfiltfilt():
