@@ -49,23 +49,31 @@ def _to_time_channels(x: jax.Array, axis: int):
     return x2, back
 
 
+def _coefficients(sos: np.ndarray, dtype):
+    """(b0, b1, b2, a1, a2) of each section, in the data's dtype (a0 = 1)."""
+    return [tuple(jnp.asarray(c, dtype=dtype) for c in (s[0], s[1], s[2], s[4], s[5])) for s in sos]
+
+
+def _df2t_step(coef, z, x):
+    """One sample of the cascade in direct form II transposed, as scipy's sosfilt:
+    states z ((z0, z1) per section) and input x -> (new states, output)."""
+    new = []
+    y = x
+    for k, (b0, b1, b2, a1, a2) in enumerate(coef):
+        z0, z1 = z[k]
+        xin = y
+        y = b0 * xin + z0
+        new.append((b1 * xin - a1 * y + z1, b2 * xin - a2 * y))
+    return tuple(new), y
+
+
 def _sosfilt_tc(sos: np.ndarray, x: jax.Array, zi, unroll: int, reverse: bool = False):
     """Cascade of second-order sections along axis 0 of x (T, C), direct form II
     transposed as scipy's sosfilt; zi (n_sections, 2, C) the initial states (or the
     tuple of final states of a previous call). With ``reverse``, runs from the last
     sample to the first, the outputs in the order of x. Returns (y, final states)."""
-    coef = [tuple(jnp.asarray(c, dtype=x.dtype) for c in (s[0], s[1], s[2], s[4], s[5])) for s in sos]
-
-    def step(z, xt):
-        new = []
-        y = xt
-        for k, (b0, b1, b2, a1, a2) in enumerate(coef):
-            z0, z1 = z[k]
-            xin = y
-            y = b0 * xin + z0
-            new.append((b1 * xin - a1 * y + z1, b2 * xin - a2 * y))
-        return tuple(new), y
-
+    coef = _coefficients(sos, x.dtype)
+    step = functools.partial(_df2t_step, coef)
     z_init = zi if isinstance(zi, tuple) else tuple((zi[k, 0], zi[k, 1]) for k in range(len(coef)))
     zf, y = jax.lax.scan(step, z_init, x, unroll=unroll, reverse=reverse)
     return y, zf
@@ -198,14 +206,8 @@ def _block_responses(coef, xb: jax.Array, unroll: int):
 
     def body(t, carry):
         z, y = carry
-        v = jax.lax.dynamic_index_in_dim(xb, t, axis=2, keepdims=False)
-        new = []
-        for k, (b0, b1, b2, a1, a2) in enumerate(coef):
-            z0, z1 = z[k]
-            xin = v
-            v = b0 * xin + z0
-            new.append((b1 * xin - a1 * v + z1, b2 * xin - a2 * v))
-        return tuple(new), jax.lax.dynamic_update_index_in_dim(y, v, t, axis=2)
+        z, v = _df2t_step(coef, z, jax.lax.dynamic_index_in_dim(xb, t, axis=2, keepdims=False))
+        return z, jax.lax.dynamic_update_index_in_dim(y, v, t, axis=2)
 
     zero = jnp.zeros((Bn, K, C), xb.dtype)
     init = (tuple((zero, zero) for _ in coef), jnp.zeros_like(xb))
@@ -237,7 +239,7 @@ def _sosfiltfilt_bt(sos: np.ndarray, zi: np.ndarray, x: jax.Array, padlen: int, 
     the signal."""
     Bn, N, C = x.shape
     dt = x.dtype
-    coef = [tuple(jnp.asarray(c, dtype=dt) for c in (s[0], s[1], s[2], s[4], s[5])) for s in sos]
+    coef = _coefficients(sos, dt)
     zi = jnp.asarray(np.asarray(zi, dtype=float).reshape(-1), dt)  # (S,)
     Ne = N + 2 * padlen  # the extended signal
     L = max(1, min(int(block), Ne))
@@ -255,21 +257,22 @@ def _sosfiltfilt_bt(sos: np.ndarray, zi: np.ndarray, x: jax.Array, padlen: int, 
             y = y + O[None, None, :, j, None] * starts[:, :, None, j]
         return y.reshape(Bn, K * L, C)[:, :Ne]
 
-    parts = [x]
-    if padlen > 0:
-        parts = [2 * x[:, :1] - x[:, padlen:0:-1], x, 2 * x[:, -1:] - x[:, -2 : -(padlen + 2) : -1]]
-    y = one_pass(jnp.concatenate(parts + [tail], axis=1).reshape(Bn, K, L, C))
+    y = one_pass(jnp.concatenate([_odd_ext(x, padlen, 1), tail], axis=1).reshape(Bn, K, L, C))
     w = one_pass(jnp.concatenate([y[:, ::-1], tail], axis=1).reshape(Bn, K, L, C))
     return w[:, ::-1][:, padlen : padlen + N]
 
 
-def _odd_ext_tc(x: jax.Array, n: int) -> jax.Array:
-    """scipy.signal._arraytools.odd_ext along axis 0."""
+def _odd_ext(x: jax.Array, n: int, axis: int) -> jax.Array:
+    """scipy.signal._arraytools.odd_ext along ``axis``."""
     if n < 1:
         return x
-    left = 2 * x[:1] - x[n:0:-1]
-    right = 2 * x[-1:] - x[-2 : -(n + 2) : -1]
-    return jnp.concatenate([left, x, right], axis=0)
+
+    def sl(start, stop, step=None):
+        return x[(slice(None),) * axis + (slice(start, stop, step),)]
+
+    left = 2 * sl(0, 1) - sl(n, 0, -1)
+    right = 2 * sl(-1, None) - sl(-2, -(n + 2), -1)
+    return jnp.concatenate([left, x, right], axis=axis)
 
 
 def _sosfiltfilt_tc(sos: np.ndarray, zi: np.ndarray, x: jax.Array, padlen: int, method: str, unroll: int, block: int) -> jax.Array:
@@ -291,7 +294,7 @@ def _sosfiltfilt_tc(sos: np.ndarray, zi: np.ndarray, x: jax.Array, padlen: int, 
             z = zi * y[-1]
         y, _ = _sosfilt_tc(sos, y, z, unroll, reverse=True)
         return y
-    ext = _odd_ext_tc(x, padlen)
+    ext = _odd_ext(x, padlen, 0)
     if method == "blocked":
         filt = functools.partial(_sosfilt_blocked_tc, sos, block=block)
     elif method == "split":

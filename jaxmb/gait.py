@@ -507,8 +507,8 @@ def _dynamics(params, q, qd, qdd, frc, mz, pelvis, pelvis_rate, *, terms: bool):
         # the moment T and the force F that each segment's parent exerts at its joint
         # (world frame): two calls of 3 and 6 output rows. rnea_full gives both in one
         # pass but also the generalized forces, 14 rows, and XLA:CPU recomputes the
-        # recursion for every row it writes: 3.4 against 1.1 ms per 6,001-frame trial
-        # (200 trials, alternated while developing)
+        # recursion for every row it writes (slower here in an ad-hoc A/B timing; the
+        # pipeline's figure is python -m benchmarks.bench_gait)
         call = lambda f: jax.vmap(lambda a, b, c, e: f(model, a, b, c, e))(q, qd, qdd, ld)  # noqa: E731
         return call(joint_moments), call(joint_reactions)
 
@@ -573,8 +573,9 @@ def _filter_group(kin, frc, mz, *, rate, force_rate, cutoff, force_cutoff, order
 #: trials one step of its loop over the batch takes: a few trials at a time keep
 #: every intermediate array in the cache (a whole batch of 1,000 running trials makes
 #: each one hundreds of MB, and XLA:CPU then runs several times slower per sample).
-#: "strided" with 4 trials a chunk against "split" with 8: 1,000 running trials in
-#: a median 3.7 against 4.4 s (six runs alternated in one process, 2-core CPU).
+#: "strided" with 4 trials a chunk was faster than "split" with 8 in an ad-hoc A/B
+#: timing of 1,000 running trials (old and new alternated in one process); the
+#: pipeline's recorded figure is ``python -m benchmarks.bench_gait``.
 _FILTER_METHOD = "strided"
 _FILTER_BLOCK = 64
 _CHUNK = 4
@@ -937,7 +938,7 @@ def analyze(
     for (nk, nf, c), idx in keys.items():
         idx = np.asarray(idx)
         whole = len(idx) == B and nk == T and nf == Tf  # the common case: no copies of the inputs
-        kc = c
+        kc = c  # the kinematics' cut-off (None: unfiltered)
         fc = kc if same else force_cutoff
         resample = None
         if force_rate != rate or nf != nk:
