@@ -6,6 +6,7 @@ Usage::
     python -m benchmarks --quick    # smaller batches, fewer rounds: a smoke test
     python -m benchmarks --no-wait  # do not wait for the load average to fall
     python -m benchmarks --quick --no-wait --only simulation,gradient   # some sections
+    python -m benchmarks --only gradient_compile --merge   # rerun sections into results.json
 
 Sections: inverse_dynamics, forward_dynamics, reactions, gradient, gradient_compile,
 simulation, compile, latency, roofline, memory. A quick run writes
@@ -18,6 +19,7 @@ alone redoes only that). No GPU is needed; on a machine with one, JAX uses it.
 
 from __future__ import annotations
 
+import json
 import sys
 import time
 
@@ -53,16 +55,27 @@ def main(argv=None):
         sections = tuple(s for s in sections if s[0] in only.split(","))
     if quick:
         common.RESULTS = common.HERE / "results_quick.json"
+    merge = "--merge" in argv and only and not quick
+    if merge:
+        # rerun some sections into the recorded results: the others are kept, and
+        # the rerun is listed (what, when, on which commit and machine) under "reruns"
+        old = json.loads(common.RESULTS.read_text())
+        reruns = old.get("reruns", [])
+        reruns = [reruns] if isinstance(reruns, dict) else reruns
+        reruns.append({"sections": [k for k, _ in sections], "load_at_start": quiet["load_at_start"],
+                       "environment": res["environment"]})  # fmt: skip
+        res = {**old, "reruns": reruns}
     for key, fn in sections:
         t = time.time()
         res[key] = fn()
         res.setdefault("section_seconds", {})[key] = round(time.time() - t, 1)
-        res["run_seconds"] = time.time() - t0
-        res["load_end"] = common.load()
+        if not merge:
+            res["run_seconds"] = time.time() - t0
+            res["load_end"] = common.load()
         common.save(res, common.RESULTS)  # after every section, so that an interrupted run keeps its results
     res["targets"] = report.targets(res)
     common.save(res, common.RESULTS)
-    if not quick and not only:
+    if not quick and (merge or not only):
         report.plot(res)
         report.write_readme(res)
     print(f"done in {time.time() - t0:.0f} s; results in {common.RESULTS}")

@@ -98,6 +98,14 @@ def tables(res: dict) -> str:
         f"Load average (1, 5, 15 min) before the run {res.get('quiet', {}).get('load_at_start')}, after "
         f"{res.get('load_end')}; waited {res.get('quiet', {}).get('waited_s')} s for a quiet machine. "
         f"Total run time {res.get('run_seconds', 0):.0f} s.",
+    ]
+    reruns = res.get("reruns", [])
+    for r in [reruns] if isinstance(reruns, dict) else reruns:
+        e = r["environment"]
+        why = f" ({r['why']})" if r.get("why") else ""
+        lines.append(f"Sections {', '.join(r['sections'])} rerun and merged into these results on {e['date']}, "
+                     f"commit `{e['git_commit'][:10]}`, load average {r.get('load_at_start')}{why}.")  # fmt: skip
+    lines += [
         "",
         "### Targets",
         "",

@@ -56,8 +56,10 @@ state (``_cut``) so that XLA does not recompute the tree per output. The mass-ma
 route (composite-body M, LDL^T or Cholesky over the batch axis; LAPACK would be called
 once per sample) is kept for comparison (``_FD_SOLVER = "solve"``).
 
-Gradients: reverse-mode differentiation of :func:`jaxmb.inverse_dynamics` (and
-:func:`jaxmb.joint_moments`) with respect
+Gradients: reverse-mode differentiation of :func:`jaxmb.inverse_dynamics` (and of
+:func:`jaxmb.joint_moments`, :func:`jaxmb.joint_reactions`, :func:`jaxmb.bias_forces`,
+:func:`jaxmb.gravity_forces`, :func:`jaxmb.external_forces`; forward dynamics
+transposes its model term by it too) with respect
 to the model's parameters uses a hand-derived adjoint (``gradient="adjoint"``, the
 default; derivation beside ``_adjoint_rows``): by virtual power, tbar . tau equals a
 sum over segments of products of each segment's own kinematics with the velocities
@@ -526,10 +528,13 @@ class _Params:
         self.joint_attach, self.com, self.mass, self.inertia, self.gravity = joint_attach, com, mass, inertia, gravity
 
 
-def _adjoint_rows(model, q, qd, qdd, tbar, loads):
+def _adjoint_rows(model, q, qd, qdd, tbar, loads, fbar=None, react=None):
     """The rows whose batch sums are dPhi/d(parameters), (see above): lists over
     segments of arrays shaped like a row of q. ``loads`` is (segments, 3, ...) per
-    sample, (segments, 3) shared, or None."""
+    sample, (segments, 3) shared, or None. ``fbar`` (joints, 2, ...): cotangents of
+    the reaction forces F_j at the joints j of ``react = (joints, frame)``; as
+    F_j = sum of f_k over the subtree of j, fbar_j . F_j adds the virtual translation
+    fbar_j (world frame) to the velocity of every segment of that subtree."""
     n, nb, parent = model.segments, model.nbase, model.parent
     absolute = model.coordinates == "absolute"
     zero = jnp.zeros(q.shape[1:], q.dtype)
@@ -542,6 +547,15 @@ def _adjoint_rows(model, q, qd, qdd, tbar, loads):
     om, al = [x[1] for x in st], [x[2] for x in st]
     cs, aP = [(x[3], x[4]) for x in st], [(x[7], x[8]) for x in st]
     ku = [(-om[i] * om[i] * c - al[i] * s, -om[i] * om[i] * s + al[i] * c) for i, (c, s) in enumerate(cs)]
+    shift = {}  # segment -> virtual translation (world frame) from a reaction's cotangent
+    if fbar is not None:
+        joints, frame = react
+        for k, j in enumerate(joints):
+            bx, by = fbar[k, 0], fbar[k, 1]
+            if frame != "world":  # (axial, shear) = R^T F, so F's cotangent is R (axial, shear)'s
+                c, s = cs[j]
+                bx, by = c * bx - s * by, s * bx + c * by
+            shift[j] = (bx, by) if j not in shift else (shift[j][0] + bx, shift[j][1] + by)
     # the virtual motion driven by tbar: angular velocities and joint velocities
     ob, wn, vP = [None] * n, [None] * n, [None] * n
     for i in range(n):
@@ -552,6 +566,8 @@ def _adjoint_rows(model, q, qd, qdd, tbar, loads):
             vP[i] = (tbar[0], tbar[1]) if nb else (zero, zero)
         else:
             vP[i] = (vP[p][0] + attach[i] * wn[p][0], vP[p][1] + attach[i] * wn[p][1])
+        if i in shift:
+            vP[i] = (vP[i][0] + shift[i][0], vP[i][1] + shift[i][1])
     d_mass, d_inertia, d_cx, d_cy, d_g = [], [], [], [], None
     F, V = [None] * n, [None] * n
     for i in range(n):
@@ -590,14 +606,18 @@ def _lanes(dtype) -> int:
     return 8 if dtype == jnp.float64 else 64
 
 
-def _param_adjoint(model, q, qd, qdd, tbar, loads, group: int = 0):
-    """(d joint_attach, d com, d mass, d inertia, d gravity) of sum_b tbar_b . tau_b,
-    for batch-last q, qd, qdd, tbar (dof, B) and loads (segments, 3, B or 1) or None.
+def _param_adjoint(model, q, qd, qdd, tbar, loads, fbar=None, react=None):
+    """(d joint_attach, d com, d mass, d inertia, d gravity) of sum_b tbar_b . tau_b
+    (plus fbar_b . F_b, the reaction forces F at the joints ``react[0]`` in the frame
+    ``react[1]``, when ``fbar`` (joints, 2, B) is given), for batch-last q, qd, qdd,
+    tbar (dof, B) and loads (segments, 3, B or 1) or None.
 
     The batch is viewed as (B // L, L) so that the reduction runs over the major axis
     and the L lanes stay vectorised; the last B mod L samples are a second, short
-    reduction. ``group`` > 0 splits the reduction into reductions of at most that many
-    outputs (accelerators; see ``_GPU_GROUP``)."""
+    reduction. On the CPU all the rows are summed by one variadic reduction; on other
+    platforms by reductions of at most ``_GPU_GROUP`` outputs (chosen when the
+    computation is lowered: ``lax.platform_dependent`` around the reductions only, so
+    that the rows are traced once)."""
     n = model.segments
     B = q.shape[-1]
     L = _lanes(q.dtype)
@@ -613,22 +633,30 @@ def _param_adjoint(model, q, qd, qdd, tbar, loads, group: int = 0):
             return x.reshape(x.shape[:-1] + ((stop - start) // L, L)) if view else x
 
         ld = None if loads is None else (loads[..., 0] if shared else cut(loads))
-        d_attach, d_cx, d_cy, d_mass, d_inertia, d_g = _adjoint_rows(model, *map(cut, (q, qd, qdd, tbar)), ld)
+        fb = None if fbar is None else cut(fbar)
+        d_attach, d_cx, d_cy, d_mass, d_inertia, d_g = _adjoint_rows(model, *map(cut, (q, qd, qdd, tbar)), ld, fb, react)
         rows = tuple(d_attach + d_cx + d_cy + d_mass + d_inertia + [d_g])
-        size = group or len(rows)
-        sums = ()
-        for g0 in range(0, len(rows), size):
-            part = rows[g0 : g0 + size]
-            sums += tuple(lax.reduce(
-                part, tuple(jnp.zeros((), q.dtype) for _ in part),
-                lambda xs, ys: tuple(x + y for x, y in zip(xs, ys)), (0,),
-            ))  # fmt: skip
+        sums = lax.platform_dependent(
+            rows, cpu=lambda r: _sum_rows(r, len(r)), default=lambda r: _sum_rows(r, _GPU_GROUP)
+        )
         parts.append(jnp.stack([jnp.sum(x) for x in sums]) if view else jnp.stack(sums))
     tot = parts[0] if len(parts) == 1 else parts[0] + parts[1]
     k = n - 1
     d_attach = jnp.concatenate([jnp.zeros((1,), q.dtype), tot[:k]])
     d_com = jnp.stack([tot[k : k + n], tot[k + n : k + 2 * n]], axis=-1)
     return d_attach, d_com, tot[k + 2 * n : k + 3 * n], tot[k + 3 * n : k + 4 * n], tot[-1]
+
+
+def _sum_rows(rows, size: int) -> tuple:
+    """Sums over axis 0 of each row, by variadic reductions of at most ``size`` rows."""
+    sums = ()
+    for g0 in range(0, len(rows), size):
+        part = rows[g0 : g0 + size]
+        sums += tuple(lax.reduce(
+            part, tuple(jnp.zeros((), r.dtype) for r in part),
+            lambda xs, ys: tuple(x + y for x, y in zip(xs, ys)), (0,),
+        ))  # fmt: skip
+    return sums
 
 
 GRADIENTS = ("adjoint", "autodiff")
@@ -1006,15 +1034,6 @@ def _moments_cotangent(model, tbar):
     return tbar
 
 
-def _adjoint_for_platform(model, q, qd, qdd, tbar, loads):
-    """The parameter adjoint, one fused reduction on the CPU and reductions of at most
-    ``_GPU_GROUP`` outputs elsewhere (chosen when the computation is lowered)."""
-    return lax.platform_dependent(
-        cpu=lambda: _param_adjoint(model, q, qd, qdd, tbar, loads),
-        default=lambda: _param_adjoint(model, q, qd, qdd, tbar, loads, _GPU_GROUP),
-    )
-
-
 # ------------------------------------------------------------ one entry point
 #
 # Every public dynamics function (jaxmb.inverse_dynamics, joint_moments,
@@ -1028,8 +1047,9 @@ def _adjoint_for_platform(model, q, qd, qdd, tbar, loads):
 #   to the front and the same function is called with one more leading dimension,
 #   so that vmap of a single-sample call runs the batched kernel (nested vmaps
 #   recurse, each level adding a leading dimension);
-# - ``jax.custom_vjp`` (inverse dynamics and joint moments, gradient="adjoint"): the
-#   hand-derived parameter adjoint above; or ``jax.custom_jvp`` (everything else,
+# - ``jax.custom_vjp`` (kinds "tau", "moments" and "reactions" with
+#   gradient="adjoint"): the hand-derived parameter adjoint above (a reaction's
+#   cotangent is a virtual translation of its joint's subtree); or ``jax.custom_jvp`` (everything else,
 #   and gradient="autodiff"): JAX's own forward mode of the kernel, from which
 #   reverse mode follows by transposition.
 #
@@ -1038,6 +1058,8 @@ def _adjoint_for_platform(model, q, qd, qdd, tbar, loads):
 # custom_jvp layer so that an outer jax.grad (reverse over reverse) can linearise it.
 
 KINDS = ("tau", "moments", "reactions", "full", "forward", "mass")
+# kinds whose gradient with respect to the model the parameter adjoint transposes
+ADJOINT_KINDS = ("tau", "moments", "reactions")
 
 
 class Spec(NamedTuple):
@@ -1049,6 +1071,9 @@ class Spec(NamedTuple):
     gradient: str = "adjoint"
     joints: tuple | None = None
     frame: str = "world"
+
+
+_TAU = Spec("tau")
 
 
 def _float_dtype(*xs):
@@ -1164,6 +1189,24 @@ def evaluate(spec: Spec, topo: Model, params, q, qd, x3, loads):
     return out.reshape(lead + core)
 
 
+# ``evaluate`` as a nested jit: the derivative rules evaluate the kernel several times
+# with the same shapes (forward dynamics' primal, the linearisation of its model term,
+# the mass-matrix products of its tangent solve; the adjoint's primal and input
+# cotangents), and inside every step of a simulation's scan. As a jitted function its
+# jaxpr is traced from Python once per shapes and reused (XLA inlines the call): the
+# trace of the gradient of a 10-step simulate of the seven-segment human took about
+# 3-4 s instead of 6-7 s (an ad-hoc measurement on the 2-core CPU).
+@functools.partial(jax.jit, static_argnums=(0, 1))
+def _evaluate_jit(spec: Spec, tree, params, q, qd, x3, loads):
+    # ``tree``: the model's pytree structure (its topology, hashable); the kernels
+    # read the arrays from ``params`` only
+    return evaluate(spec, jax.tree_util.tree_unflatten(tree, [None] * tree.num_leaves), params, q, qd, x3, loads)
+
+
+def _evaluate_once(spec: Spec, topo: Model, params, q, qd, x3, loads):
+    return _evaluate_jit(spec, jax.tree_util.tree_structure(topo), params, q, qd, x3, loads)
+
+
 def _align(x, batched: bool, core: int, rank: int):
     """Under vmap: put x's leading shape in ``rank`` dimensions after the vmapped one
     (size 1 where x is not batched), so that every input broadcasts NumPy-style."""
@@ -1206,12 +1249,12 @@ def _model_params(model: Model):
 
 
 def _uses_adjoint(spec: Spec, topo: Model) -> bool:
-    return spec.gradient == "adjoint" and spec.kind in ("tau", "moments") and topo.segments <= _ADJOINT_MAX
+    return spec.gradient == "adjoint" and spec.kind in ADJOINT_KINDS and topo.segments <= _ADJOINT_MAX
 
 
 def _operator(spec: Spec, topo: Model):
     """f(params, q, qd, x3, loads) with its vmap rule and derivative rule."""
-    raw = functools.partial(evaluate, spec, topo)
+    raw = functools.partial(_evaluate_once, spec, topo)
     f = custom_vmap(raw)
     f.def_vmap(_vmap_rule(spec, topo, f))
 
@@ -1257,7 +1300,7 @@ def _operator(spec: Spec, topo: Model):
                 tbar = jnp.zeros(tbar.shape, tbar.dtype)
             d_params = None
             if flags[0] is not None:
-                d_params = _params_cotangent(spec.kind, topo, params, q, qd, x3, loads, tbar)
+                d_params = _params_cotangent(spec, topo, params, q, qd, x3, loads, tbar)
             if all(fl is None for fl in flags[1:]):
                 return (d_params, None, None, None, None)
             _, vjp = jax.vjp(lambda *x: raw(params, *x), q, qd, x3, loads)
@@ -1269,10 +1312,11 @@ def _operator(spec: Spec, topo: Model):
     return g
 
 
-def _params_cotangent(kind: str, topo: Model, params, q, qd, x3, loads, tbar):
-    """sum over the batch of (d tau / d params)^T tbar by the parameter adjoint, for
+def _params_cotangent(spec: Spec, topo: Model, params, q, qd, x3, loads, tbar):
+    """sum over the batch of (d out / d params)^T tbar by the parameter adjoint, for
     inputs in the callers' layout (leading batch shape) and tbar the cotangent of
-    tau (kind "tau") or of the joint moments ("moments")."""
+    the output of ``spec.kind``: tau ("tau"), the joint moments ("moments") or the
+    reaction forces at ``spec.joints`` ("reactions", world or segment frame)."""
     m = _Params(topo, *params)
     lead = _lead_shape(q, qd, x3, loads, topo.dof, topo.segments)
     B = int(np.prod(lead, dtype=np.int64))
@@ -1284,32 +1328,38 @@ def _params_cotangent(kind: str, topo: Model, params, q, qd, x3, loads, tbar):
         x = jnp.broadcast_to(x, lead + core_shape).reshape((B,) + core_shape)
         return jnp.moveaxis(x, 0, -1)
 
-    tb = last(tbar, core)
-    if kind == "moments":
-        tb = _moments_cotangent(topo, tb)
     dof, n = topo.dof, topo.segments
+    tb = last(tbar, core)
+    fb = None
+    if spec.kind == "moments":
+        tb = _moments_cotangent(topo, tb)
+    elif spec.kind == "reactions":
+        fb, tb = tb, jnp.zeros((dof, B), tb.dtype)
     ld = None
     if loads is not None:
         ld = loads[:, :, None] if loads.ndim == 2 else last(loads, (n, 3))
-    return _adjoint_for_platform(m, last(q, (dof,)), last(qd, (dof,)), last(x3, (dof,)), tb, ld)
+    react = None if fb is None else (spec.joints, spec.frame)
+    return _param_adjoint(m, last(q, (dof,)), last(qd, (dof,)), last(x3, (dof,)), tb, ld, fb, react)
 
 
-def _params_tangent(topo: Model, tau_raw, params, q, qd, qdd, loads, t_params):
-    """J t_params, J = d tau / d params at (q, qd, qdd, loads), as a linear map whose
-    transpose is the parameter adjoint rather than JAX's reverse mode of the kernel.
+def _params_tangent(spec: Spec, topo: Model, raw, params, q, qd, x3, loads, t_params, like):
+    """J t_params, J = d raw / d params at (q, qd, x3, loads) for an output shaped and
+    typed like ``like``, as a linear map whose transpose is the parameter adjoint
+    (:func:`_params_cotangent` for ``spec``) rather than JAX's reverse mode of the
+    kernel.
 
     JAX has no public custom transpose, so the map is the second half of the solve
     x = S b with S = [[I, 0], [J, I]] on pairs b = (t_params, 0):
     ``lax.custom_linear_solve`` with ``solve`` = S (forward mode: one forward-mode
-    pass of inverse dynamics), ``transpose_solve`` = S^T = [[I, J^T], [0, I]] (reverse
+    pass of the kernel), ``transpose_solve`` = S^T = [[I, J^T], [0, I]] (reverse
     mode: the adjoint's one reduction over the batch) and ``matvec`` = S^-1 =
-    [[I, 0], [-J, I]] (what higher derivatives differentiate). JAX's reverse mode of
-    the kernel with respect to the shared parameters made the gradient of the
-    seven-segment human's forward dynamics compile in about 9 s (a reduction per
-    parameter over a large fused expression)."""
+    [[I, 0], [-J, I]] (what higher derivatives differentiate). Only the branch that a
+    derivative uses is compiled. JAX's reverse mode of the kernel with respect to the
+    shared parameters made the gradient of the seven-segment human's forward dynamics
+    compile in about 9 s (a reduction per parameter over a large fused expression)."""
 
     # traced once: matvec, its transpose and solve all evaluate this linear map
-    _, jp = jax.linearize(lambda pa: tau_raw(pa, q, qd, qdd, loads), tuple(params))
+    _, jp = jax.linearize(lambda pa: raw(pa, q, qd, x3, loads), tuple(params))
 
     def matvec(x):
         u, v = x
@@ -1321,13 +1371,12 @@ def _params_tangent(topo: Model, tau_raw, params, q, qd, qdd, loads, t_params):
 
     def transpose_solve(_, c):
         u, v = c
-        d = _params_cotangent("tau", topo, params, q, qd, qdd, loads, v)
+        d = _params_cotangent(spec, topo, params, q, qd, x3, loads, v)
         return tuple(a + b.astype(a.dtype) for a, b in zip(u, d)), v
 
     # the second half of b must be linear in the tangents too (JAX transposes only
     # with respect to linear inputs): zero times one of them
-    shape = _lead_shape(q, qd, qdd, loads, topo.dof, topo.segments) + (topo.dof,)
-    zero = jnp.broadcast_to(0 * jnp.sum(t_params[4]).astype(qdd.dtype), shape)
+    zero = jnp.broadcast_to(0 * jnp.sum(t_params[4]).astype(like.dtype), like.shape)
     return lax.custom_linear_solve(matvec, (tuple(t_params), zero), solve, transpose_solve)[1]
 
 
@@ -1342,7 +1391,7 @@ def _forward_jvp(spec: Spec, topo: Model, raw):
     gradient compiles in a fraction of the time (the unrolled LDL^T's reverse mode
     took 20 s for the seven-segment human) and runs faster; reverse mode transposes
     the linear solve."""
-    tau_raw = functools.partial(evaluate, Spec("tau", spec.method, spec.chunk, "autodiff"), topo)
+    tau_raw = functools.partial(_evaluate_once, Spec("tau", spec.method, spec.chunk, "autodiff"), topo)
 
     def jvp(primals, tangents):
         params, q, qd, tau, loads = primals
@@ -1364,7 +1413,7 @@ def _forward_jvp(spec: Spec, topo: Model, raw):
             # all linear in the tangents: zero leaves are zero times a live one
             z = 0 * jnp.sum(next(t for t in t_params if live(t)))
             t_pa = tuple(t if live(t) else jnp.broadcast_to(z, p.shape).astype(p.dtype) for p, t in zip(params, t_params))
-            r = r - _params_tangent(topo, tau_raw, params, q, qd, qdd, loads, t_pa)
+            r = r - _params_tangent(_TAU, topo, tau_raw, params, q, qd, qdd, loads, t_pa, qdd)
             idx = [i for i in idx if i >= n_params]
         if idx:
             def h(*xs):

@@ -150,31 +150,38 @@ def mass_matrix(model: Model, q):
     return _batch.run(_spec("mass"), model, q)
 
 
-def bias_forces(model: Model, q, qd):
+def bias_forces(model: Model, q, qd, *, gradient: str = "adjoint"):
     """Coriolis and centripetal forces C(q, qd) = D^T Mp gamma, (..., dof).
 
     Computed as ``rnea(q, qd, 0)`` with gravity switched off.
+    The gradient with respect to the model is the hand-derived adjoint by default;
+    ``gradient`` as in :func:`inverse_dynamics` ("autodiff" for forward mode).
 
     __SHAPES__
     """
     (q, qd), _ = _batched(model, (q, qd), ("q", "qd"))
-    return _batch.run(_spec("tau"), _no_gravity(model), q, qd, _zeros(model, q))
+    return _batch.run(_spec("tau", gradient=gradient), _no_gravity(model), q, qd, _zeros(model, q))
 
 
-def gravity_forces(model: Model, q):
+def gravity_forces(model: Model, q, *, gradient: str = "adjoint"):
     """Gravity term G(q) = -D^T h_gravity, (..., dof): ``rnea(q, 0, 0)`` without loads.
+
+    The gradient with respect to the model is the hand-derived adjoint by default;
+    ``gradient`` as in :func:`inverse_dynamics` ("autodiff" for forward mode).
 
     __SHAPES__
     """
     (q,), _ = _batched(model, (q,), ("q",))
     z = _zeros(model, q)
-    return _batch.run(_spec("tau"), model, q, z, z)
+    return _batch.run(_spec("tau", gradient=gradient), model, q, z, z)
 
 
-def external_forces(model: Model, q, loads):
+def external_forces(model: Model, q, loads, *, gradient: str = "adjoint"):
     """External term E(q) = -J^T F = -D^T loads, (..., dof).
 
     ``rnea(q, 0, 0)`` with the loads and without gravity.
+    The gradient with respect to the model is the hand-derived adjoint by default;
+    ``gradient`` as in :func:`inverse_dynamics` ("autodiff" for forward mode).
 
     Args:
       model: the model.
@@ -188,7 +195,7 @@ def external_forces(model: Model, q, loads):
         raise ValueError("external_forces needs loads: a (segments, 3) or (..., segments, 3) array")
     (q,), loads = _batched(model, (q,), ("q",), loads)
     z = _zeros(model, q)
-    return _batch.run(_spec("tau"), _no_gravity(model), q, z, z, loads)
+    return _batch.run(_spec("tau", gradient=gradient), _no_gravity(model), q, z, z, loads)
 
 
 def _inverse_projection(model: Model, q, qd, qdd, loads):
@@ -351,20 +358,21 @@ def rnea(model: Model, q, qd, qdd, loads=None):
     C + G (+ E) and ``rnea(q, 0, 0)`` is G (+ E).
     """
     (q, qd, qdd), loads = _batched(model, (q, qd, qdd), ("q", "qd", "qdd"), loads)
-    return _batch.run(_spec("tau"), model, q, qd, qdd, loads)
+    return _batch.run(_spec("tau", gradient="autodiff"), model, q, qd, qdd, loads)
 
 
-def torque_components(model: Model, q, qd, qdd, loads=None):
+def torque_components(model: Model, q, qd, qdd, loads=None, *, gradient: str = "adjoint"):
     """The terms of tau = M qdd + C + G + E, each (..., dof), as a dict.
 
     Keys "inertial" (M qdd), "coriolis" (C), "gravity" (G), "external" (E = -J^T F)
     and "total" (their sum, the generalized forces). Useful to see which term drives
-    a movement (interaction torques in fast reaching, gravity in slow).
+    a movement (interaction torques in fast reaching, gravity in slow). ``gradient``
+    as in :func:`inverse_dynamics`.
     """
     (q, qd, qdd), loads = _batched(model, (q, qd, qdd), ("q", "qd", "qdd"), loads)
     z = _zeros(model, q)
     nog = _no_gravity(model)
-    spec = _spec("tau")
+    spec = _spec("tau", gradient=gradient)
     parts = {
         # M qdd: the recursion without velocity, gravity or loads
         "inertial": _batch.run(spec, nog, q, z, qdd),

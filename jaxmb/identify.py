@@ -259,7 +259,7 @@ def _engine(quantity, q, qd, qdd, joints, frame):
             return inverse_dynamics(model, q, qd, qdd, loads, gradient="autodiff")
         if quantity == "joint_moments":
             return joint_moments(model, q, qd, qdd, loads, gradient="autodiff")
-        return joint_reactions(model, q, qd, qdd, loads, joints=joints, frame=frame)
+        return joint_reactions(model, q, qd, qdd, loads, joints=joints, frame=frame, gradient="autodiff")
 
     return f
 

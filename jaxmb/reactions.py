@@ -52,6 +52,7 @@ def joint_reactions(
     method: str = "recursive",
     kernel: str = "auto",
     chunk: int | None = None,
+    gradient: str = "adjoint",
 ):
     """Joint reaction forces, (..., len(joints), 2), N.
 
@@ -72,20 +73,24 @@ def joint_reactions(
         pose map, evaluated sample by sample: the reference). They agree to
         round-off (tests).
       kernel, chunk: as :func:`jaxmb.inverse_dynamics`.
+      gradient: as :func:`jaxmb.inverse_dynamics`: "adjoint" (default) transposes
+        the model's derivative by the hand-derived parameter adjoint (a reaction's
+        cotangent is a virtual translation of the joint's subtree), reverse mode
+        only; "autodiff" for forward mode (``jax.jvp``, ``jax.jacfwd``).
 
     Returns:
       The force that the parent (or the ground) exerts on each requested segment at
       its joint. For a floating base, the root's row is the force the base must
       supply (zero for a free flight that obeys Newton's law). One sample or any
       leading batch shape, as :func:`jaxmb.inverse_dynamics` (compiled on the first
-      call, ``jax.vmap`` runs the batched kernel); differentiable in both modes.
+      call, ``jax.vmap`` runs the batched kernel).
     """
     idx = _joint_indices(model, joints)
     if frame not in ("world", "segment"):
         raise ValueError(f"frame must be 'world' or 'segment', got {frame!r}")
     (q, qd, qdd), loads = _batched(model, (q, qd, qdd), ("q", "qd", "qdd"), loads)
     if method == "recursive":
-        spec = _spec("reactions", kernel=kernel, chunk=chunk, joints=idx, frame=frame)
+        spec = _spec("reactions", kernel=kernel, chunk=chunk, gradient=gradient, joints=idx, frame=frame)
         return _batch.run(spec, model, q, qd, qdd, loads)
     if method != "projection":
         raise ValueError(f"method must be 'recursive' or 'projection', got {method!r}")
@@ -102,6 +107,13 @@ def joint_reactions(
 
 
 def _reactions_projection(model, q, qd, qdd, loads, idx):
+    # E for each distinct joint once (a repeated index in .at[].set would keep only
+    # its last copy, and the first copy's reaction would come out zero), then the
+    # requested order, repeats included
+    uniq = tuple(sorted(set(idx)))
+    if uniq != tuple(idx):
+        lam = _reactions_projection(model, q, qd, qdd, loads, uniq)
+        return lam[jnp.asarray([uniq.index(i) for i in idx])]
     sel = jnp.asarray(idx)
 
     def g_z(z_sel):  # pose with open-constraint coordinates at the requested joints only

@@ -355,6 +355,53 @@ def test_adjoint_is_reverse_mode_only_and_autodiff_has_both():
         jaxmb.inverse_dynamics(model, q, qd, qdd, gradient="fast")
 
 
+def test_adjoint_of_the_other_generalized_forces():
+    # bias_forces, gravity_forces, external_forces and torque_components take the
+    # same parameter adjoint by default: equal to plain JAX reverse mode
+    # (gradient="autodiff"), which also keeps their forward mode.
+    rng = np.random.default_rng(90)
+    model = random_model(rng, 4, tree=True, base="floating", coordinates="absolute")
+    q, qd, qdd, loads = (jnp.asarray(x) for x in batch_state(91, model, 9))
+    fns = {
+        "bias_forces": lambda m, g: jaxmb.bias_forces(m, q, qd, gradient=g),
+        "gravity_forces": lambda m, g: jaxmb.gravity_forces(m, q, gradient=g),
+        "external_forces": lambda m, g: jaxmb.external_forces(m, q, loads, gradient=g),
+        "torque_components": lambda m, g: jaxmb.torque_components(m, q, qd, qdd, loads, gradient=g)["total"],
+    }
+    for name, f in fns.items():
+        got, ref = (jax.jit(jax.grad(lambda m: jnp.sum(jnp.sin(f(m, g)))))(model) for g in ("adjoint", "autodiff"))  # noqa: B023
+        for a, b in zip(jax.tree_util.tree_leaves(got), jax.tree_util.tree_leaves(ref)):
+            np.testing.assert_allclose(a, b, rtol=RTOL, atol=1e-9, err_msg=name)
+    _, tan = jax.jvp(lambda x: jaxmb.bias_forces(model, x, qd, gradient="autodiff"), (q,), (qd,))
+    assert tan.shape == q.shape
+
+
+def test_gpu_lowering_splits_the_adjoint_reduction():
+    # On accelerators the adjoint's variadic reduction is split into reductions of at
+    # most _GPU_GROUP outputs (one reduction with the human's 35 outputs overflowed an
+    # H100's shared memory in float32); the CPU keeps one. Checked without a GPU by
+    # lowering the same gradient for both platforms.
+    import re
+
+    model = jaxmb.seven_segment_human()
+    q, qd, qdd = (jnp.asarray(np.random.default_rng(92).normal(size=(100, model.dof))) for _ in range(3))
+    fns = {
+        "inverse_dynamics": lambda m: jaxmb.inverse_dynamics(m, q, qd, qdd),
+        "joint_reactions": lambda m: jaxmb.joint_reactions(m, q, qd, qdd, frame="segment"),
+    }
+    for name, f in fns.items():
+        traced = jax.jit(jax.grad(lambda m: jnp.sum(f(m) ** 2))).trace(model)  # noqa: B023
+        outputs = {}
+        for platform in ("cpu", "cuda"):
+            text = traced.lower(lowering_platforms=(platform,)).as_text()
+            outputs[platform] = [int(k) for k in re.findall(r"%[\w#]+:(\d+) = stablehlo\.reduce\(", text)]
+        # rows: joint distances (n - 1), com (2 n), mass, inertia (n each), gravity;
+        # B = 100 is 12 views of 8 lanes and a remainder of 4: two reductions on the CPU
+        n_rows = 5 * model.segments
+        assert outputs["cpu"] == [n_rows, n_rows], (name, outputs)
+        assert max(outputs["cuda"]) <= jb._GPU_GROUP and sum(outputs["cuda"]) == 2 * n_rows, (name, outputs)
+
+
 def test_adjoint_under_vmap_over_subjects_and_trials():
     # jax.vmap of the gradient over a stack of models (subjects) and over stacks of
     # trials, against the same with gradient="autodiff".

@@ -90,12 +90,12 @@ def test_nested_vmap_subjects_trials_time():
 
 
 def test_forward_mode_against_the_projection():
-    # jvp of the batched kernel (gradient="autodiff" for inverse dynamics; the other
-    # functions always allow forward mode) against the jvp of the pose-map formulas
+    # jvp of the batched kernel (gradient="autodiff": the default adjoint is reverse
+    # mode only) against the jvp of the pose-map formulas
     model = random_model(np.random.default_rng(25), 3, tree=True, base="floating")
     q, qd, qdd, loads = (jnp.asarray(x) for x in _states(26, model, (6,)))
     dq = jnp.asarray(np.random.default_rng(27).normal(size=q.shape))
-    for fn, kw in ((jaxmb.inverse_dynamics, dict(gradient="autodiff")), (jaxmb.joint_reactions, {})):
+    for fn, kw in ((jaxmb.inverse_dynamics, dict(gradient="autodiff")), (jaxmb.joint_reactions, dict(gradient="autodiff"))):
         _, t = jax.jvp(lambda x: fn(model, x, qd, qdd, loads, **kw), (q,), (dq,))
         _, r = jax.jvp(lambda x: fn(model, x, qd, qdd, loads, method="projection"), (q,), (dq,))
         np.testing.assert_allclose(t, r, rtol=1e-9, atol=1e-8)

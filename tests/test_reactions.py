@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 import jaxmb
-from random_models import CONFIGS, CONFIG_IDS, config_fixture_params, random_case, random_state
+from random_models import CONFIG_IDS, CONFIG_PARAMS, CONFIGS, config_fixture_params, random_case, random_state
 
 # Reactions are O(10-1e3) N; two float64 evaluations by different operation orders
 # agree to a few hundred ulp of the largest term.
@@ -80,7 +80,7 @@ def test_joint_subsets_match_full():
     for method in ("projection", "recursive"):
         react = jitted if method == "projection" else jaxmb.joint_reactions
         full = np.asarray(jaxmb.joint_reactions(model, q, qd, qdd, loads, method=method))
-        for joints in ((4, 1), ("s4", "s1"), (0, "s3", 2)):
+        for joints in ((4, 1), ("s4", "s1"), (0, "s3", 2), (3, 1, 3)):  # a repeat: both copies
             idx = [model.index(j) for j in joints]
             sub = react(model, q, qd, qdd, loads, joints=joints, method=method)
             np.testing.assert_allclose(sub, full[idx], rtol=RTOL, atol=ATOL, err_msg=f"{method} {joints}")
@@ -240,8 +240,14 @@ def test_reactions_differentiable_wrt_mass():
         assert np.abs(fd).max() > 0.1  # a non-trivial sensitivity
         # central differences: truncation O(h^2) ~ 1e-10, round-off ~ eps |lambda| / h ~ 1e-8
         np.testing.assert_allclose(rev, fd, rtol=1e-6, atol=1e-6)
-    # forward mode agrees with reverse mode
-    fwd = jax.jit(jax.jacfwd(f))(m0)[:, k]
+    # forward mode (gradient="autodiff": the default adjoint is reverse mode only)
+    # agrees with reverse mode
+    def lam_autodiff(mass):
+        mdl = model.replace(mass=mass)
+        qdd = jaxmb.forward_dynamics(mdl, q, qd, tau, loads)
+        return jaxmb.joint_reactions(mdl, q, qd, qdd, loads, gradient="autodiff")[j]
+
+    fwd = jax.jit(jax.jacfwd(lam_autodiff))(m0)[:, k]
     np.testing.assert_allclose(fwd, rev, rtol=RTOL, atol=ATOL)
 
 
@@ -259,3 +265,47 @@ def test_vmap_equals_loop():
     g = lambda m_: jaxmb.joint_reactions(model.replace(mass=m_), *batch[0])  # noqa: E731
     np.testing.assert_allclose(jax.jit(jax.vmap(g))(masses), np.stack([np.asarray(g(m_)) for m_ in masses]),
                                rtol=RTOL, atol=ATOL)
+
+
+@pytest.mark.parametrize(("tree", "base", "coordinates"), CONFIG_PARAMS)
+def test_reaction_adjoint_equals_reverse_mode_of_the_projection(tree, base, coordinates):
+    # The parameter adjoint of the reactions (gradient="adjoint", the default: a
+    # reaction's cotangent is a virtual translation of its joint's subtree) against
+    # JAX's reverse mode of the projection formula, sample by sample, for every
+    # parameter and for q, qd, qdd and the loads: world and segment frames, all joints
+    # and a subset with a repeat, per-sample and shared loads, a weighted nonlinear
+    # loss so that every sample, joint and component gets its own cotangent.
+    c = CONFIGS.index((tree, base, coordinates))
+    rng = np.random.default_rng(230 + c)
+    model = random_case(231, tree, base, coordinates, n=4)[0]
+    B = 11
+    states = [random_state(rng, model) for _ in range(B)]
+    q, qd, qdd, loads = (jnp.asarray(np.stack([st[k] for st in states])) for k in range(4))
+    cases = [("world", None, loads), ("segment", (3, 1, 3), loads[0])]  # one per configuration, in turn
+    for frame, joints, ld in [cases[c % 2]]:
+        k = model.segments if joints is None else len(joints)
+        w = jnp.asarray(rng.uniform(0.5, 2.0, (B, k, 2)))
+
+        def loss(m, q, qd, qdd, ld, method="recursive"):
+            lam = jaxmb.joint_reactions(m, q, qd, qdd, ld, joints=joints, frame=frame, method=method)
+            return jnp.sum(w * (jnp.sin(lam / 50.0) + 0.5 * (lam / 50.0) ** 2))
+
+        got = jax.jit(jax.grad(loss, (0, 1, 2, 3, 4)))(model, q, qd, qdd, ld)
+        ref = jax.jit(jax.grad(lambda *a: loss(*a, method="projection"), (0, 1, 2, 3, 4)))(model, q, qd, qdd, ld)
+        only_model = jax.jit(jax.grad(loss))(model, q, qd, qdd, ld)
+        for name in ("length", "com", "mass", "inertia", "attach", "gravity", "origin"):
+            for g in (got[0], only_model):
+                np.testing.assert_allclose(getattr(g, name), getattr(ref[0], name), rtol=RTOL, atol=1e-9,
+                                           err_msg=f"d/d{name}, {frame} frame, joints {joints}")  # fmt: skip
+        for i, name in enumerate(("q", "qd", "qdd", "loads")):
+            np.testing.assert_allclose(got[i + 1], ref[i + 1], rtol=RTOL, atol=1e-9, err_msg=f"d/d{name}, {frame}")
+    # forward mode needs gradient="autodiff"; it gives the same derivative
+    with pytest.raises(TypeError, match="forward-mode"):
+        jax.jvp(lambda m: jaxmb.joint_reactions(m, q, qd, qdd), (model,), (model,))
+    t = jax.tree_util.tree_map(lambda x: 0.1 * jnp.ones_like(x), model)
+    _, tan = jax.jvp(lambda m: jaxmb.joint_reactions(m, q, qd, qdd, gradient="autodiff"), (model,), (t,))
+    _, vjp = jax.vjp(lambda m: jaxmb.joint_reactions(m, q, qd, qdd), model)
+    c = jnp.asarray(rng.standard_normal(tan.shape))
+    lhs = jnp.sum(c * tan)
+    rhs = sum(jnp.sum(a * b) for a, b in zip(jax.tree_util.tree_leaves(vjp(c)[0]), jax.tree_util.tree_leaves(t)))
+    np.testing.assert_allclose(lhs, rhs, rtol=1e-10)

@@ -78,13 +78,15 @@ def state(model, seed=0):
 # Every function as f(model, q, qd, x, loads); x is qdd or tau.
 FUNCS = {
     # forward and reverse mode are both checked: plain JAX differentiation (the default
-    # hand-derived adjoint is reverse mode only; tests/test_batch.py checks it)
+    # hand-derived adjoint is reverse mode only; tests/test_batch.py and
+    # tests/test_reactions.py check it)
     "inverse_dynamics_recursive": lambda m, q, qd, x, l: mb.inverse_dynamics(
         m, q, qd, x, l, method="recursive", gradient="autodiff"),
     "inverse_dynamics_projection": lambda m, q, qd, x, l: mb.inverse_dynamics(m, q, qd, x, l, method="projection"),
     "forward_dynamics": lambda m, q, qd, x, l: mb.forward_dynamics(m, q, qd, x, l),
     "joint_reactions_projection": lambda m, q, qd, x, l: mb.joint_reactions(m, q, qd, x, l, method="projection"),
-    "joint_reactions_recursive": lambda m, q, qd, x, l: mb.joint_reactions(m, q, qd, x, l, method="recursive"),
+    "joint_reactions_recursive": lambda m, q, qd, x, l: mb.joint_reactions(
+        m, q, qd, x, l, method="recursive", gradient="autodiff"),
     "mass_matrix": lambda m, q, qd, x, l: mb.mass_matrix(m, q),
     "kinetic_energy": lambda m, q, qd, x, l: mb.kinetic_energy(m, q, qd),
     # the dynamics do not depend on segment lengths (only on attach) nor, by
