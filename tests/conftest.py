@@ -8,11 +8,26 @@ topology costs a second or so, and the whole matrix takes about 20 minutes on 2 
 """
 
 import os
+import shutil
+import tempfile
 
 import jax
 import pytest
 
 jax.config.update("jax_enable_x64", True)
+
+# The suite is bound by XLA compilation, and many tests compile the same programs
+# (the kernels for the same model topology and shapes, from different tests, files
+# and xdist workers). A persistent compilation cache shared by the workers of one
+# run compiles each once; it lives in a temporary directory made by the controlling
+# process and removed at the end, so nothing carries over between runs.
+_CACHE_ENV = "JAXMB_TEST_XLA_CACHE"
+
+
+def _enable_cache(path: str):
+    jax.config.update("jax_compilation_cache_dir", path)
+    jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.0)
+    jax.config.update("jax_persistent_cache_min_entry_size_bytes", 0)
 
 
 def pytest_addoption(parser):
@@ -22,6 +37,15 @@ def pytest_addoption(parser):
 
 def pytest_configure(config):
     config.addinivalue_line("markers", "slow: the rest of a combinatorial matrix (run with --slow)")
+    if _CACHE_ENV not in os.environ:  # the controlling process (or a run without xdist)
+        os.environ[_CACHE_ENV] = tempfile.mkdtemp(prefix="jaxmb-xla-cache-")
+        config._jaxmb_cache_owner = True
+    _enable_cache(os.environ[_CACHE_ENV])
+
+
+def pytest_unconfigure(config):
+    if getattr(config, "_jaxmb_cache_owner", False):
+        shutil.rmtree(os.environ.pop(_CACHE_ENV), ignore_errors=True)
 
 
 def pytest_collection_modifyitems(config, items):

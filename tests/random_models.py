@@ -18,7 +18,7 @@ import pytest
 
 import jaxmb
 
-__all__ = ["random_model", "random_state", "CONFIGS", "CONFIG_PARAMS", "config_fixture_params"]
+__all__ = ["random_model", "random_state", "CONFIGS", "CONFIG_PARAMS", "PAIR_CONFIG_PARAMS", "config_fixture_params"]
 
 # every (tree, base, coordinates) combination, for pytest.mark.parametrize
 CONFIGS = [
@@ -88,6 +88,15 @@ CONFIG_IDS = [f"{'tree' if t else 'chain'}-{b}-{c}" for t, b, c in CONFIGS]
 CORE_CONFIGS = [(False, "fixed", "relative"), (True, "floating", "absolute"), (False, "floating", "relative")]
 CONFIG_PARAMS = [
     pytest.param(*c, id=i, marks=() if c in CORE_CONFIGS else pytest.mark.slow)
+    for c, i in zip(CONFIGS, CONFIG_IDS)
+]
+
+# For the costliest tests (gradients of every input, each a few compiles): two
+# configurations that still cover each value of each factor (a chain with a fixed
+# base in relative angles, a tree with a floating base in absolute angles).
+PAIR_CONFIGS = [(False, "fixed", "relative"), (True, "floating", "absolute")]
+PAIR_CONFIG_PARAMS = [
+    pytest.param(*c, id=i, marks=() if c in PAIR_CONFIGS else pytest.mark.slow)
     for c, i in zip(CONFIGS, CONFIG_IDS)
 ]
 

@@ -22,8 +22,16 @@ def _dense(model, q, qd, tau, loads):
     return np.linalg.solve(M, (tau - h)[..., None])[..., 0]
 
 
-@pytest.mark.parametrize("n", [1, 6, 12])
-@pytest.mark.parametrize("tree,base,coordinates", CONFIG_PARAMS)  # the rest with --slow
+# by default every n (the public function's three forms: fused, cut 1, cut 3) for the
+# richest configuration and one n for each other core one; the rest with --slow
+_DEFAULT_ABA = {("tree-floating-absolute", 1), ("tree-floating-absolute", 6), ("tree-floating-absolute", 12),
+                ("chain-fixed-relative", 12), ("chain-floating-relative", 6)}  # fmt: skip
+
+
+@pytest.mark.parametrize("tree,base,coordinates,n", [
+    pytest.param(*p.values, n, id=f"{p.id}-{n}", marks=() if (p.id, n) in _DEFAULT_ABA else pytest.mark.slow)
+    for p in CONFIG_PARAMS for n in (1, 6, 12)
+])  # fmt: skip
 def test_aba_matches_the_mass_matrix_solve(tree, base, coordinates, n):
     rng = np.random.default_rng(60 + n)
     model = random_model(rng, n, tree=tree, base=base, coordinates=coordinates)

@@ -132,8 +132,15 @@ def test_split_method_matches_scipy_on_running_data(block):
     assert (np.abs(got - ref).max(0) / np.abs(ref).max(0)).max() < 1e-11
 
 
-@pytest.mark.parametrize("order", [1, 2, 3, 4])
-@pytest.mark.parametrize("padlen", [None, 0, 25])
+# by default every order and every padlen at least once (seven of the twelve
+# pairs); all twelve with --slow
+_SPLIT_DEFAULT = {(1, None), (2, None), (4, None), (2, 0), (4, 0), (1, 25), (3, 25)}
+
+
+@pytest.mark.parametrize("order,padlen", [
+    pytest.param(o, p, id=f"{p}-{o}", marks=() if (o, p) in _SPLIT_DEFAULT else pytest.mark.slow)
+    for p in (None, 0, 25) for o in (1, 2, 3, 4)
+])  # fmt: skip
 def test_split_method_matches_scipy_random(order, padlen):
     rng = np.random.default_rng(10 + order)
     x = rng.standard_normal((3, 1001, 2)) + rng.standard_normal((3, 1, 2)) * 5  # noise on offsets

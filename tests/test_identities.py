@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 import jaxmb
-from random_models import CONFIGS, CONFIG_IDS, config_fixture_params, random_case
+from random_models import CONFIG_IDS, config_fixture_params, random_case
 
 # Tolerances. The quantities are O(1-1e3) (masses up to 10 kg, lengths up to 1 m,
 # rates ~2 rad/s, loads ~20 N); two float64 computations of the same quantity by

@@ -15,7 +15,7 @@ from jax.test_util import check_grads
 
 import jaxmb
 from jaxmb import maximal
-from random_models import CONFIGS, CONFIG_IDS, config_fixture_params, random_case
+from random_models import CONFIGS, config_fixture_params, random_case
 
 # Two float64 evaluations of the same kinematics by different formulas (the
 # constraint map vs the pose map): a few hundred ulp of the largest term (~1 m, ~10 m/s).

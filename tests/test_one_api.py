@@ -6,11 +6,11 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
-from jax.test_util import check_grads
 
+import gradcheck
 import jaxmb
 from jaxmb import batch as jb
-from random_models import CONFIG_IDS, CONFIG_PARAMS, CONFIGS, random_model, random_state
+from random_models import CONFIGS, PAIR_CONFIG_PARAMS, random_model, random_state
 
 LEAD = (2, 3)
 TOL = dict(rtol=1e-10, atol=1e-9)
@@ -43,7 +43,7 @@ def _functions(all_of_them: bool):
     return f
 
 
-@pytest.mark.parametrize("tree,base,coordinates", CONFIG_PARAMS)
+@pytest.mark.parametrize("tree,base,coordinates", PAIR_CONFIG_PARAMS)
 def test_leading_shape_equals_a_loop_of_single_samples(tree, base, coordinates):
     # (2, 3, dof) inputs, per-sample loads (2, 3, segments, 3) and shared loads
     # (segments, 3), against a Python loop of (dof,) calls; every public function and
@@ -96,8 +96,9 @@ def test_forward_mode_against_the_projection():
     q, qd, qdd, loads = (jnp.asarray(x) for x in _states(26, model, (6,)))
     dq = jnp.asarray(np.random.default_rng(27).normal(size=q.shape))
     for fn, kw in ((jaxmb.inverse_dynamics, dict(gradient="autodiff")), (jaxmb.joint_reactions, dict(gradient="autodiff"))):
-        _, t = jax.jvp(lambda x: fn(model, x, qd, qdd, loads, **kw), (q,), (dq,))
-        _, r = jax.jvp(lambda x: fn(model, x, qd, qdd, loads, method="projection"), (q,), (dq,))
+        # jitted: the projection's jvp op by op dispatches thousands of small ops
+        _, t = jax.jit(lambda x: jax.jvp(lambda x: fn(model, x, qd, qdd, loads, **kw), (x,), (dq,)))(q)  # noqa: B023
+        _, r = jax.jit(lambda x: jax.jvp(lambda x: fn(model, x, qd, qdd, loads, method="projection"), (x,), (dq,)))(q)  # noqa: B023
         np.testing.assert_allclose(t, r, rtol=1e-9, atol=1e-8)
     # forward dynamics: d/dq of qdd(q) from M qdd = tau - bias, by central differences
     tau = jaxmb.inverse_dynamics(model, q, qd, qdd, loads)
@@ -110,7 +111,8 @@ def test_forward_mode_against_the_projection():
 
 def test_gradients_through_the_human():
     # every public function of the seven-segment human differentiates (reverse mode
-    # w.r.t. the model and the state) and agrees with central differences
+    # w.r.t. the model and the state) and agrees with a central difference of the
+    # loss along a random direction in every model parameter and q at once
     model = jaxmb.seven_segment_human()
     q, qd, qdd, loads = (jnp.asarray(x) for x in _states(28, model, (3,)))
     fns = {
@@ -122,13 +124,11 @@ def test_gradients_through_the_human():
     }
     for name, f in fns.items():
         loss = jax.jit(lambda m, x, f=f: jnp.sum(jnp.sin(f(m, x))))
-        gm, gq = jax.grad(loss, argnums=(0, 1))(model, q)
+        gm, gq = jax.jit(jax.grad(loss, argnums=(0, 1)))(model, q)
         assert np.isfinite(gq).all() and all(np.isfinite(x).all() for x in jax.tree_util.tree_leaves(gm)), name
         if name in ("inverse_dynamics", "joint_moments"):
             continue  # the adjoint against central differences: tests/test_batch.py
-        # w.r.t. q and the masses at once, against central differences
-        g = jax.jit(lambda x, mass, f=f: f(model.replace(mass=mass), x))
-        check_grads(g, (q, model.mass), order=1, modes=["rev"], atol=1e-4, rtol=1e-4)
+        gradcheck.directional(loss, (gm, gq), (model, q), 3, msg=name)
 
 
 # float32 against float64, relative to the largest entry, over 2048 random states

@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 import jaxmb
-from random_models import CONFIG_IDS, CONFIG_PARAMS, CONFIGS, config_fixture_params, random_case, random_state
+from random_models import CONFIG_IDS, CONFIGS, PAIR_CONFIG_PARAMS, config_fixture_params, random_case, random_state
 
 # Reactions are O(10-1e3) N; two float64 evaluations by different operation orders
 # agree to a few hundred ulp of the largest term.
@@ -267,7 +267,7 @@ def test_vmap_equals_loop():
                                rtol=RTOL, atol=ATOL)
 
 
-@pytest.mark.parametrize(("tree", "base", "coordinates"), CONFIG_PARAMS)
+@pytest.mark.parametrize(("tree", "base", "coordinates"), PAIR_CONFIG_PARAMS)
 def test_reaction_adjoint_equals_reverse_mode_of_the_projection(tree, base, coordinates):
     # The parameter adjoint of the reactions (gradient="adjoint", the default: a
     # reaction's cotangent is a virtual translation of its joint's subtree) against
