@@ -893,15 +893,17 @@ def _cut(rows):
 def _aba_rows(model, q, qd, tau, loads, cut: int = 0):
     """Forward dynamics of a chunk: a list of dof (b,) rows of qdd (see above).
 
-    q, qd, tau: (dof, b); loads: (segments, 3, b), (segments, 3, 1) or None.
-    ``cut`` > 0: the state of every ``cut``-th segment is materialised (see
+    q, qd, tau: (dof, b); loads: (segments, 3, b), (segments, 3, 1) or None. qd
+    None: at rest (no velocity terms are traced: the mass-matrix solve of the
+    derivative rule). ``cut`` > 0: the state of every ``cut``-th segment is materialised (see
     :func:`_cut`) and the angles come from a product with the ancestor matrix, so
     that the work stays O(segments) per sample; 0: one fused expression per output."""
     n, nb, parent = model.segments, model.nbase, model.parent
     kids = model.children
     absolute = model.coordinates == "absolute"
     attach, g = model.joint_attach, model.gravity
-    qa, qda = q[nb:], qd[nb:]
+    rest = qd is None
+    qa, qda = q[nb:], (None if rest else qd[nb:])
     ta = [tau[nb + i] for i in range(n)]
     if absolute:
         # tau_rel = A^T tau_abs: each joint's moment is the sum over its subtree
@@ -914,35 +916,41 @@ def _aba_rows(model, q, qd, tau, loads, cut: int = 0):
     if cut:
         A = jnp.asarray(ancestor_matrix(parent), q.dtype)
         mm = lambda M, x: jnp.matmul(M, x, precision=lax.Precision.HIGHEST)  # noqa: E731
-        th_a, om_a = (qa, qda) if absolute else (mm(A, qa), mm(A, qda))
+        th_a = qa if absolute else mm(A, qa)
         c_a, s_a = sincos(th_a)
         eye = jnp.eye(n, dtype=q.dtype)
-        c_a, s_a, om_a = mm(eye, c_a), mm(eye, s_a), mm(eye, om_a)
+        c_a, s_a = mm(eye, c_a), mm(eye, s_a)
+        if not rest:
+            om_a = mm(eye, qda if absolute else mm(A, qda))
     for i in range(n):
         p = parent[i]
         if cut:
-            om[i] = om_a[i]
+            om[i] = None if rest else om_a[i]
         elif p < 0 or absolute:
-            th[i], om[i] = qa[i], qda[i]
+            th[i], om[i] = qa[i], (None if rest else qda[i])
         else:
-            th[i], om[i] = th[p] + qa[i], om[p] + qda[i]
+            th[i], om[i] = th[p] + qa[i], (None if rest else om[p] + qda[i])
         c, s = cs[i] = (c_a[i], s_a[i]) if cut else sincos(th[i])
         if p >= 0:
             r[i] = (attach[i] * cs[p][0], attach[i] * cs[p][1])
-            w2p = -om[p] * om[p]
-            kap[i] = (w2p * r[i][0], w2p * r[i][1])
+            if not rest:
+                w2p = -om[p] * om[p]
+                kap[i] = (w2p * r[i][0], w2p * r[i][1])
         m, cx, cy = model.mass[i], model.com[i, 0], model.com[i, 1]
         rx, ry = c * cx - s * cy, s * cx + c * cy  # rho_i
         own[i] = model.inertia[i] + m * (cx * cx + cy * cy)
         mrx, mry = m * rx, m * ry
-        w2 = om[i] * om[i]
-        fx, fy = -w2 * mrx, -w2 * mry
+        if rest:
+            fx = fy = 0.0  # Python zeros: the terms they multiply are not traced
+        else:
+            w2 = om[i] * om[i]
+            fx, fy = -w2 * mrx, -w2 * mry
         if loads is not None:
             lx, ly, lz = loads[i][0], loads[i][1], loads[i][2]
             fx, fy = fx - lx, fy - ly
             mo = -(rx * ly - ry * lx) - lz
         else:
-            mo = jnp.zeros_like(fx)
+            mo = 0.0 if rest else jnp.zeros_like(fx)
         # (A00, A01, A02, A11, A12, A22); the constant entries stay scalars until a
         # child adds to them
         IA[i] = [own[i], -mry, mrx, m, 0.0, m]
@@ -966,9 +974,10 @@ def _aba_rows(model, q, qd, tau, loads, cut: int = 0):
         e11 = a11 - a01 * a01 * d
         e12 = a12 - a01 * a02 * d
         e22 = a22 - a02 * a02 * d
-        kx, ky = kap[i]
-        f1 = p1 + e11 * kx + e12 * ky + a01 * ud
-        f2 = p2 + e12 * kx + e22 * ky + a02 * ud
+        f1, f2 = p1 + a01 * ud, p2 + a02 * ud
+        if not rest:
+            kx, ky = kap[i]
+            f1, f2 = f1 + e11 * kx + e12 * ky, f2 + e12 * kx + e22 * ky
         # X^T Ia X and X^T pa: moments about P_p
         rx, ry = r[i]
         b01 = rx * e12 - ry * e11
@@ -1008,9 +1017,10 @@ def _aba_rows(model, q, qd, tau, loads, cut: int = 0):
     for i in range(1, n):
         p = parent[i]
         rx, ry = r[i]
-        kx, ky = kap[i]
-        ax = aP[p][0] - al[p] * ry + kx
-        ay = aP[p][1] + al[p] * rx + ky
+        ax = aP[p][0] - al[p] * ry
+        ay = aP[p][1] + al[p] * rx
+        if not rest:
+            ax, ay = ax + kap[i][0], ay + kap[i][1]
         a00, a01, a02 = U[i]
         qdd[i] = (u[i] - a00 * al[p] - a01 * ax - a02 * ay) * D[i]
         al[i], aP[i] = al[p] + qdd[i], (ax, ay)
@@ -1113,7 +1123,8 @@ def evaluate(spec: Spec, topo: Model, params, q, qd, x3, loads):
       spec: static options.
       topo: the model (only its topology is read; ``params`` holds the arrays).
       params: (joint_attach, com, mass, inertia, gravity) arrays of the model.
-      q, qd: (..., dof) coordinates and velocities (qd may be None for "mass").
+      q, qd: (..., dof) coordinates and velocities (qd may be None for "mass", and
+        for "forward": at rest, with no velocity terms traced).
       x3: (..., dof) accelerations ("tau", "moments", "reactions", "full") or
         generalized forces ("forward"); None for "mass".
       loads: None, (segments, 3) shared by all samples, or (..., segments, 3).
@@ -1166,7 +1177,7 @@ def evaluate(spec: Spec, topo: Model, params, q, qd, x3, loads):
             return _aba_rows(m, q_, qd_, x3_, ld, _aba_cut(m))
         if kind == "forward":
             zero = jnp.zeros_like(q_)
-            bias = _assemble(_rnea_rows(m, q_, qd_, zero, ld, "matrix")[0], "matrix")
+            bias = _assemble(_rnea_rows(m, q_, zero if qd_ is None else qd_, zero, ld, "matrix")[0], "matrix")
             solve = _ldl_solve_rows if dof <= _LDL_MAX else _cholesky_solve_rows
             return solve(_mass_matrix_rows(m, q_), x3_ - bias)
         tau, F, T, c, s = _rnea_rows(m, q_, qd_, x3_, ld, method)
@@ -1427,12 +1438,13 @@ def _forward_jvp(spec: Spec, topo: Model, raw):
         still = params[:4] + (jnp.zeros_like(params[4]),)
         zero = jnp.zeros_like(qdd)
         qb = jnp.broadcast_to(q, qdd.shape)
-        # M^-1 r: forward dynamics with no velocity, gravity or loads; as a linear
-        # solve with the symmetric M (M x: inverse dynamics at rest), so that reverse
-        # mode transposes it into one more solve instead of differentiating the kernel
+        # M^-1 r: forward dynamics with no velocity (None: its terms are not traced),
+        # gravity or loads; as a linear solve with the symmetric M (M x: inverse
+        # dynamics at rest), so that reverse mode transposes it into one more solve
+        # instead of differentiating the kernel
         return qdd, lax.custom_linear_solve(
             lambda x: tau_raw(still, qb, zero, x, None), r,
-            lambda _, b: raw(still, qb, zero, b, None), symmetric=True,
+            lambda _, b: raw(still, qb, None, b, None), symmetric=True,
         )
 
     return jvp

@@ -69,8 +69,12 @@ def check_finite(x, name: str):
     if isinstance(x, jax.Array):
         if not jnp.issubdtype(x.dtype, jnp.inexact):
             return
-        if x.size > _EXACT_FINITE and bool(_sum_is_finite(x)):
-            return
+        if x.size > _EXACT_FINITE:
+            # evaluated now even inside a caller's jit (a concrete array closed over
+            # by a traced function): a jitted call there would be staged out
+            with jax.ensure_compile_time_eval():
+                if bool(_sum_is_finite(x)):
+                    return
     a = np.asarray(x)
     if a.dtype.kind not in "fc":
         return

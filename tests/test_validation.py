@@ -14,6 +14,7 @@ import subprocess
 import sys
 
 import jax
+import jax.numpy as jnp
 import numpy as np
 import pytest
 
@@ -420,6 +421,24 @@ def test_non_finite_inside_jit_is_not_checked_but_propagates():
     q[3] = np.nan
     out = jax.jit(lambda q_: mb.inverse_dynamics(MODEL, q_, Z, Z))(q)
     assert np.isnan(out).any()
+
+
+def test_large_concrete_inputs_closed_over_by_a_jitted_function():
+    """A concrete array above the exact-check size (its sum is checked first) closed
+    over by a user's jitted function: still checked, at trace time, and a finite one
+    passes (the sum's jitted check once raised a TracerBoolConversionError there)."""
+    from jaxmb.kinematics import _EXACT_FINITE
+
+    B = _EXACT_FINITE // MODEL.dof + 2
+    rng = np.random.default_rng(5)
+    q = jnp.asarray(rng.uniform(-1, 1, (B, MODEL.dof)))
+    zero = jnp.zeros_like(q)
+    for fn in (mb.inverse_dynamics, mb.forward_dynamics):
+        g = jax.jit(jax.grad(lambda m: jnp.sum(fn(m, q, zero, zero))))  # noqa: B023
+        assert np.isfinite(np.asarray(g(MODEL).mass)).all()
+    bad = q.at[B - 1, 0].set(jnp.nan)
+    with pytest.raises(ValueError, match="q is not finite"):
+        jax.jit(lambda m: mb.inverse_dynamics(m, bad, zero, zero))(MODEL)
 
 
 # ------------------------------------------------------------- global state
