@@ -278,8 +278,8 @@ def forward_dynamics(model: Model, q, qd, tau, loads=None, *, chunk: int | None 
 
     Derivatives (both modes) follow from those of inverse dynamics: qdd solves
     ID(q, qd, qdd) = tau, so d qdd = M^-1 (d tau - dID) with qdd held fixed: one
-    forward-mode pass of the recursion and one more articulated-body solve (a
-    symmetric ``lax.custom_linear_solve``), with no derivative of the algorithm
+    forward-mode pass of the recursion and one more articulated-body solve, at
+    rest (a symmetric ``lax.custom_linear_solve``), with no derivative of the algorithm
     itself. In reverse mode the model's part of dID is transposed by the
     hand-derived parameter adjoint of :func:`inverse_dynamics` (up to 32 segments),
     not by JAX's reverse mode of the recursion: the gradient of the seven-segment
