@@ -86,19 +86,19 @@ CONFIG_IDS = [f"{'tree' if t else 'chain'}-{b}-{c}" for t, b, c in CONFIGS]
 # The default run covers each value of each factor (chain and tree, fixed and floating,
 # relative and absolute) with these three; the other five are marked slow (--slow).
 CORE_CONFIGS = [(False, "fixed", "relative"), (True, "floating", "absolute"), (False, "floating", "relative")]
-CONFIG_PARAMS = [
-    pytest.param(*c, id=i, marks=() if c in CORE_CONFIGS else pytest.mark.slow)
-    for c, i in zip(CONFIGS, CONFIG_IDS)
-]
+
+
+def _config_params(default):
+    """pytest params over CONFIGS, those outside ``default`` marked slow."""
+    return [pytest.param(*c, id=i, marks=() if c in default else pytest.mark.slow) for c, i in zip(CONFIGS, CONFIG_IDS)]
+
+
+CONFIG_PARAMS = _config_params(CORE_CONFIGS)
 
 # For the costliest tests (gradients of every input, each a few compiles): two
 # configurations that still cover each value of each factor (a chain with a fixed
 # base in relative angles, a tree with a floating base in absolute angles).
-PAIR_CONFIGS = [(False, "fixed", "relative"), (True, "floating", "absolute")]
-PAIR_CONFIG_PARAMS = [
-    pytest.param(*c, id=i, marks=() if c in PAIR_CONFIGS else pytest.mark.slow)
-    for c, i in zip(CONFIGS, CONFIG_IDS)
-]
+PAIR_CONFIG_PARAMS = _config_params([(False, "fixed", "relative"), (True, "floating", "absolute")])
 
 
 def config_fixture_params(indexed: bool = False):
