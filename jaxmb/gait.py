@@ -573,11 +573,14 @@ def _filter_group(kin, frc, mz, *, rate, force_rate, cutoff, force_cutoff, order
 #: trials one step of its loop over the batch takes: a few trials at a time keep
 #: every intermediate array in the cache (a whole batch of 1,000 running trials makes
 #: each one hundreds of MB, and XLA:CPU then runs several times slower per sample).
-#: "strided" with 4 trials a chunk was faster than "split" with 8 in an ad-hoc A/B
-#: timing of 1,000 running trials (old and new alternated in one process); the
-#: pipeline's recorded figure is ``python -m benchmarks.bench_gait``.
-_FILTER_METHOD = "strided"
-_FILTER_BLOCK = 64
+#: "blocked" with blocks of 32 samples and 4 trials a chunk: in three alternated A/B
+#: timings of the whole pipeline on 1,000 running trials (5 rounds each, one
+#: process, 2-core CPU) its median was 5, 9 and 18 % below "strided" with blocks of
+#: 64 (which had beaten "split" with 8 trials a chunk); "blocked" with 16 or 64
+#: samples, or 2 or 8 trials a chunk, were no better. The pipeline's recorded
+#: figure is ``python -m benchmarks.bench_gait``.
+_FILTER_METHOD = "blocked"
+_FILTER_BLOCK = 32
 _CHUNK = 4
 
 

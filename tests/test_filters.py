@@ -81,9 +81,10 @@ def test_lowpass_options_and_sosfiltfilt():
         lowpass_jax(x[:5], RATE, 10.0)
 
 
-def test_lowpass_float32(method="scan"):
+@pytest.mark.parametrize("method", ["scan", "blocked"])  # "blocked": the gait pipeline's
+def test_lowpass_float32(method):
     x = _data((3, 400, 4), seed=7)
-    got = jax.jit(lambda v: lowpass_jax(v, RATE, 20.0, 2, axis=1, method=method))(x.astype(np.float32))
+    got = jax.jit(lambda v: lowpass_jax(v, RATE, 20.0, 2, axis=1, method=method, block=32))(x.astype(np.float32))
     assert got.dtype == jnp.float32
     assert _rel(got, signal.lowpass(x, RATE, 20.0, 2, axis=1)) < 1e-4
 
