@@ -224,4 +224,8 @@ def environment() -> dict:
 
 
 def save(results: dict, path: Path = RESULTS):
-    path.write_text(json.dumps(results, indent=1, default=float) + "\n")
+    """Write ``results`` as JSON atomically: a temporary file beside ``path``, then
+    renamed (an interrupted run leaves the previous file whole)."""
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(json.dumps(results, indent=1, default=float) + "\n")
+    os.replace(tmp, path)

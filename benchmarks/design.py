@@ -15,9 +15,28 @@ arrays, and the kernel's private helpers on its internal (dof, B) layout).
    (B, dof) inputs): up to three rows stacked on the last axis, more rows written as
    strided columns; against the kernel's own batch-last output, for chains of 2 to 5
    segments at 10^6 samples.
+5. ``in_loop``: the cost of the kernel inside a loop body (``lax.fori_loop`` over
+   chunks, as :func:`jaxmb.gait.analyze` loops over chunks of trials): the gait
+   pipeline's leg (floating base, three segments) and its ``joint_moments`` with
+   loads on 6,001,000 samples, at top level and in chunks of 24,004 samples, with
+   the chunk's inputs dynamically sliced or not and its output written into a
+   stacked result (dynamic-update-slice) or summed. XLA:CPU's new fusion emitters
+   compile the clean case; a fusion with a dynamic slice or update falls back
+   (rerun with ``XLA_FLAGS=--xla_cpu_use_fusion_emitters=false`` to see every case
+   at the fallback's speed). ``loop_pipelined``: the same loop software-pipelined
+   (chunk i computed from inputs copied into the loop state at step i - 1, its
+   output kept in the state and stored at step i + 1), as ``lax.map`` stacks it.
+6. ``gait_filter``: the zero-phase filter of :func:`jaxmb.gait.analyze`: the whole
+   pipeline on 1,000 running trials with the ``"strided"`` method (blocks of 64) and
+   the ``"blocked"`` method (blocks of 32, the default), alternated.
+7. ``gait_parts``: where the pipeline's time goes: the whole pipeline on 1,000
+   running trials, then with the dynamics kernels replaced by a trivial stand-in of
+   the same output shapes, then also without the filter and the derivatives (the
+   floor: reading the inputs, angles, lengths, writing the 1.5 GB of results).
 
-Run: ``python -m benchmarks.design [--quick]`` (about 3 minutes; ``--quick`` skips the
-36- and 40-segment chains); writes ``design_results.json`` beside this file.
+Run: ``python -m benchmarks.design [--quick] [--only in_loop,gait_filter,gait_parts]``
+(about 5 minutes; ``--quick`` skips the 36- and 40-segment chains); writes
+``design_results.json`` beside this file (``--only``: those sections, merged into it).
 """
 
 from __future__ import annotations
@@ -189,15 +208,195 @@ def assembly(log=print) -> list:
     return out
 
 
+def in_loop(log=print) -> list:
+    """joint_moments of the gait leg on 6,001,000 samples: top level, and in a loop
+    over chunks of 24,004 samples with inputs sliced or not, output stacked or summed."""
+    import jax
+    import jax.numpy as jnp
+
+    import jaxmb
+    from jaxmb import gait
+
+    n, ch = 250, 24004
+    model = gait._template().replace(
+        length=jnp.array([0.42, 0.42, 0.2]), mass=jnp.array([7.0, 3.0, 1.0]),
+        inertia=jnp.array([0.12, 0.05, 0.01]), com=jnp.array([[0.18, 0.0], [0.18, 0.0], [0.1, 0.0]]),
+        gravity=jnp.asarray(9.81),
+    )  # fmt: skip
+    q, qd, qdd = (jnp.asarray(x.reshape(n, ch, 5)) for x in common.states(model, n * ch, seed=11))
+    ld = jnp.asarray(np.random.default_rng(12).standard_normal((n, ch, 3, 3)))
+    args = (q, qd, qdd, ld)
+
+    def f(q, qd, qdd, ld):
+        return jaxmb.joint_moments(model, q, qd, qdd, ld)
+
+    def looped(sliced: bool, stacked: bool):
+        def run(*a):
+            def body(i, c):
+                # not sliced: the first chunk shifted by i (an elementwise input XLA
+                # cannot hoist), so that the loop does the same work
+                x = [y[i] for y in a] if sliced else [y[0] + i.astype(y.dtype) for y in a]
+                out = f(*x)
+                return c.at[i].set(out) if stacked else c + out
+
+            init = jnp.zeros((n, ch, 3), q.dtype) if stacked else jnp.zeros((ch, 3), q.dtype)
+            return jax.lax.fori_loop(0, n, body, init)
+
+        return run
+
+    def pipelined(*a):
+        # software-pipelined: step i copies chunk i + 1's inputs into the loop state,
+        # computes chunk i from the state and stores chunk i - 1's output, kept in
+        # the state; the same values as lax.map
+        def body(i, c):
+            x, prev, res = c
+            res = jax.lax.dynamic_update_index_in_dim(res, prev, jnp.maximum(i - 1, 0), 0)
+            out = f(*x)
+            nxt = [jax.lax.dynamic_index_in_dim(y, jnp.minimum(i + 1, n - 1), keepdims=False) for y in a]
+            return nxt, out, res
+
+        init = ([y[0] for y in a], jnp.zeros((ch, 3), q.dtype), jnp.zeros((n, ch, 3), q.dtype))
+        _, last, res = jax.lax.fori_loop(0, n, body, init)
+        return jax.lax.dynamic_update_index_in_dim(res, last, n - 1, 0)
+
+    cases = {"top_level": lambda *a: f(*(y.reshape((n * ch,) + y.shape[2:]) for y in a))}
+    for sliced in (True, False):
+        for stacked in (True, False):
+            cases[f"loop_{'sliced' if sliced else 'unsliced'}_{'stacked' if stacked else 'summed'}"] = looped(sliced, stacked)
+    cases["loop_pipelined"] = pipelined
+    compiled = {k: jax.jit(v).lower(*args).compile() for k, v in cases.items()}
+    ref = jax.jit(lambda *a: jax.lax.map(lambda x: f(*x), a))(*args)
+    row_diff = float(jnp.max(jnp.abs(compiled["loop_pipelined"](*args) - ref)))
+    times = common.alternate({k: (lambda c=c: common.block(c(*args))) for k, c in compiled.items()}, 5)
+    row = {"samples": n * ch, "chunk": ch, "xla_flags": common.environment()["machine"]["xla_flags"],
+           "pipelined_minus_lax_map_max_abs": row_diff}  # fmt: skip
+    row.update({f"{k}_s": v["median"] for k, v in times.items()})
+    log("in_loop, joint_moments of the gait leg, 6.0e6 samples: " + ", ".join(
+        f"{k} {v['median']:.3f} s" for k, v in times.items()))  # fmt: skip
+    return [row]
+
+
+def gait_filter(log=print) -> list:
+    """The gait pipeline (1,000 running trials) with the "strided" (64) and "blocked"
+    (32) filters, alternated; compiled apart."""
+    import functools
+
+    import jax
+    import jax.numpy as jnp
+
+    from jaxmb import gait
+
+    from .bench_gait import CUTOFF, make_trials
+
+    d, pts, force, cop = make_trials(1000)
+    static = dict(rate=d.rate, force_rate=d.rate, cutoff=CUTOFF, force_cutoff=CUTOFF, order=2,
+                  from_table=False, terms=False)  # fmt: skip
+    seg = gait._segment_spec(d.segments, None, "dempster", (1000,))[:3]
+    args = (tuple(pts[k] for k in ("hip", "knee", "ankle", "toe")), force, cop, None, None, seg,
+            jnp.asarray(d.gravity), None)  # fmt: skip
+    saved = gait._FILTER_METHOD, gait._FILTER_BLOCK
+    fns = {}
+    try:
+        for method, block in (("strided", 64), ("blocked", 32)):
+            gait._FILTER_METHOD, gait._FILTER_BLOCK = method, block  # read while tracing
+            fn = jax.jit(functools.partial(gait._group_pipeline, **static))
+            common.block(fn(*args))
+            fns[f"{method}_{block}"] = fn
+    finally:
+        gait._FILTER_METHOD, gait._FILTER_BLOCK = saved
+    diff = float(jnp.max(jnp.abs(fns["strided_64"](*args)["moments"] - fns["blocked_32"](*args)["moments"])))
+    times = common.alternate({k: (lambda f=f: common.block(f(*args))) for k, f in fns.items()}, 5)
+    row = {"trials": 1000, "frames": 6001, "max_moment_difference_Nm": diff}
+    row.update({f"{k}_s": v["median"] for k, v in times.items()})
+    log("gait_filter, 1000 trials: " + ", ".join(f"{k} {v['median']:.2f} s" for k, v in times.items())
+        + f" (moments differ by {diff:.1e} N m)")
+    return [row]
+
+
+def gait_parts(log=print) -> list:
+    """The gait pipeline (1,000 running trials) whole, without the dynamics kernels,
+    and also without the filter and the derivatives; alternated, compiled apart."""
+    import functools
+
+    import jax
+    import jax.numpy as jnp
+
+    from jaxmb import _filters, gait
+
+    from .bench_gait import CUTOFF, make_trials
+
+    d, pts, force, cop = make_trials(1000)
+    static = dict(rate=d.rate, force_rate=d.rate, cutoff=CUTOFF, force_cutoff=CUTOFF, order=2,
+                  from_table=False, terms=False)  # fmt: skip
+    seg = gait._segment_spec(d.segments, None, "dempster", (1000,))[:3]
+    args = (tuple(pts[k] for k in ("hip", "knee", "ankle", "toe")), force, cop, None, None, seg,
+            jnp.asarray(d.gravity), None)  # fmt: skip
+
+    def no_dynamics(params, q, qd, qdd, frc, mz, pelvis, pelvis_rate, *, terms):
+        # the outputs' shapes from the inputs, one cheap operation each
+        z = q[..., 2:] + frc[..., :3]
+        pair = jnp.stack([z, z], -1)
+        return {"moments": z, "reactions": pair, "angles": q[..., 2:], "velocities": qd[..., 2:],
+                "powers": z * qd[..., 2:], "reactions_segment": pair}  # fmt: skip
+
+    def stand_in_derivative(x, rate, order=1, axis=0):
+        return x * (1.0 + order)
+
+    def no_filter(kin, frc, mz, **kw):
+        return kin, frc, mz
+
+    saved = gait._dynamics, _filters.derivative_jax, gait._filter_group
+    fns = {}
+    try:  # the stand-ins are read while tracing
+        for label, dyn, der, filt in (("whole", None, None, None), ("no_dynamics", no_dynamics, None, None),
+                                      ("no_dynamics_filter_derivatives", no_dynamics, stand_in_derivative,
+                                       no_filter)):  # fmt: skip
+            gait._dynamics = dyn or saved[0]
+            _filters.derivative_jax = der or saved[1]
+            gait._filter_group = filt or saved[2]
+            fn = jax.jit(functools.partial(gait._group_pipeline, **static))
+            common.block(fn(*args))
+            fns[label] = fn
+    finally:
+        gait._dynamics, _filters.derivative_jax, gait._filter_group = saved
+    times = common.alternate({k: (lambda f=f: common.block(f(*args))) for k, f in fns.items()}, 5)
+    row = {"trials": 1000, "frames": 6001}
+    row.update({f"{k}_s": v["median"] for k, v in times.items()})
+    log("gait_parts, 1000 trials: " + ", ".join(f"{k} {v['median']:.2f} s" for k, v in times.items()))
+    return [row]
+
+
+SECTIONS = ("reductions", "adjoint_size", "solvers", "assembly", "in_loop", "gait_filter", "gait_parts")
+
+
 def main(argv=None):
     argv = sys.argv[1:] if argv is None else argv
     quick = "--quick" in argv
+    only = None
+    if "--only" in argv:
+        only = argv[argv.index("--only") + 1].split(",")
+        bad = [x for x in only if x not in SECTIONS]
+        if bad:
+            raise SystemExit(f"unknown section(s) {bad}; choose from {SECTIONS}")
     common.enable_x64()
-    res = {"environment": common.environment(), "load_start": common.load()}
-    res["reductions"] = reductions()
-    res["adjoint_size"] = adjoint_size(quick)
-    res["solvers"] = solvers()
-    res["assembly"] = assembly()
+    res = {}
+    if only is not None and OUT.exists():
+        import json
+
+        res = json.loads(OUT.read_text())
+    res.update({"environment": common.environment(), "load_start": common.load()})
+    run = {
+        "reductions": reductions,
+        "adjoint_size": lambda: adjoint_size(quick),
+        "solvers": solvers,
+        "assembly": assembly,
+        "in_loop": in_loop,
+        "gait_filter": gait_filter,
+        "gait_parts": gait_parts,
+    }
+    for name in SECTIONS:
+        if only is None or name in only:
+            res[name] = run[name]()
     res["load_end"] = common.load()
     common.save(res, OUT)
     print(f"results in {OUT}")
