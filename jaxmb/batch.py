@@ -1371,24 +1371,36 @@ def _params_tangent(spec: Spec, topo: Model, raw, params, q, qd, x3, loads, t_pa
 
     # traced once: matvec, its transpose and solve all evaluate this linear map
     _, jp = jax.linearize(lambda pa: raw(pa, q, qd, x3, loads), tuple(params))
+    return _linear_map(jp, jp, lambda v: _params_cotangent(spec, topo, params, q, qd, x3, loads, v),
+                       tuple(t_params), like)  # fmt: skip
+
+
+def _linear_map(forward, higher, transpose, t, like):
+    """J t as the second half of ``lax.custom_linear_solve`` with S = [[I, 0], [J, I]]
+    on pairs (t, 0), so that JAX's transposition of it calls ``transpose``.
+
+    forward(u) = J u (the ``solve``: forward mode), higher(u) = J u (inside the
+    ``matvec`` S^-1 = [[I, 0], [-J, I]], which higher derivatives differentiate),
+    transpose(v) = J^T v (the ``transpose_solve``: reverse mode); t a tuple of
+    tangents, ``like`` an array shaped and typed as J t. See :func:`_params_tangent`
+    and :func:`_tangent_split`."""
 
     def matvec(x):
         u, v = x
-        return u, v - jp(u)
+        return u, v - higher(u)
 
     def solve(_, b):
         u, v = b
-        return u, v + jp(u)
+        return u, v + forward(u)
 
     def transpose_solve(_, c):
         u, v = c
-        d = _params_cotangent(spec, topo, params, q, qd, x3, loads, v)
-        return tuple(a + b.astype(a.dtype) for a, b in zip(u, d)), v
+        return tuple(a + b.astype(a.dtype) for a, b in zip(u, transpose(v))), v
 
     # the second half of b must be linear in the tangents too (JAX transposes only
     # with respect to linear inputs): zero times one of them
-    zero = jnp.broadcast_to(0 * jnp.sum(t_params[4]).astype(like.dtype), like.shape)
-    return lax.custom_linear_solve(matvec, (tuple(t_params), zero), solve, transpose_solve)[1]
+    zero = jnp.broadcast_to(0 * jnp.sum(t[-1]).astype(like.dtype), like.shape)
+    return lax.custom_linear_solve(matvec, (t, zero), solve, transpose_solve)[1]
 
 
 def _tangent_split(fwd, rev, primals, tangents, like):
@@ -1396,8 +1408,8 @@ def _tangent_split(fwd, rev, primals, tangents, like):
     evaluated another way) at ``primals``, for the tangents ``t`` of the same
     structure: forward mode by ``fwd``'s linearisation, reverse mode by ``rev``'s VJP.
 
-    The same construction as :func:`_params_tangent` (the second half of
-    ``lax.custom_linear_solve`` with S = [[I, 0], [J, I]]). Forward dynamics uses it
+    The same construction as :func:`_params_tangent` (:func:`_linear_map`). Forward
+    dynamics uses it
     for its derivative with respect to the state (q, qd, loads): the unrolled
     kernel's JVP is the fastest forward mode for a few segments (the 3-chain's
     tangent at 1e5 samples: 10.6 ms against 50 ms for the matrix form's), while JAX's
@@ -1408,22 +1420,13 @@ def _tangent_split(fwd, rev, primals, tangents, like):
     17.5 s, 1,313 and 634 ms; the seven-segment human at 100 samples 17.9 and 13.0 s
     from trace to compiled). Forward mode now also traces the matrix form's
     derivatives (the 3-chain's tangent compiled in 2.6 s instead of 1.8 s)."""
-    def matvec(x):  # what higher derivatives differentiate: the cheaper trace
-        u, v = x
-        return u, v - jax.jvp(rev, tuple(primals), tuple(u))[1]
-
-    def solve(_, b):
-        u, v = b
-        return u, v + jax.jvp(fwd, tuple(primals), tuple(u))[1]
-
-    def transpose_solve(_, c):
-        u, v = c
-        d = jax.vjp(rev, *primals)[1](v)
-        return tuple(a + b.astype(a.dtype) for a, b in zip(u, d)), v
-
-    # the second half of b linear in the tangents too (see _params_tangent)
-    zero = jnp.broadcast_to(0 * jnp.sum(tangents[0]).astype(like.dtype), like.shape)
-    return lax.custom_linear_solve(matvec, (tuple(tangents), zero), solve, transpose_solve)[1]
+    primals = tuple(primals)
+    return _linear_map(
+        lambda u: jax.jvp(fwd, primals, u)[1],
+        lambda u: jax.jvp(rev, primals, u)[1],  # the cheaper trace for higher derivatives
+        lambda v: jax.vjp(rev, *primals)[1](v),
+        tuple(tangents), like,
+    )
 
 
 def _forward_jvp(spec: Spec, topo: Model, raw):
