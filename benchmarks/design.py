@@ -32,7 +32,9 @@ arrays, and the kernel's private helpers on its internal (dof, B) layout).
 7. ``gait_parts``: where the pipeline's time goes: the whole pipeline on 1,000
    running trials, then with the dynamics kernels replaced by a trivial stand-in of
    the same output shapes, then also without the filter and the derivatives (the
-   floor: reading the inputs, angles, lengths, writing the 1.5 GB of results).
+   floor: reading the inputs, angles, lengths, writing the 1.5 GB of results), and
+   whole but returning neither the powers nor the reactions in the segments' frames;
+   with the CPU time, system time and page faults of one whole call.
 
 Run: ``python -m benchmarks.design [--quick] [--only in_loop,gait_filter,gait_parts]``
 (about 5 minutes; ``--quick`` skips the 36- and 40-segment chains); writes
@@ -276,9 +278,9 @@ def in_loop(log=print) -> list:
     return [row]
 
 
-def gait_filter(log=print) -> list:
-    """The gait pipeline (1,000 running trials) with the "strided" (64) and "blocked"
-    (32) filters, alternated; compiled apart."""
+def _gait_case():
+    """(jax.jit-able pipeline factory, its arguments) for 1,000 running trials as
+    ``python -m benchmarks.bench_gait`` builds them."""
     import functools
 
     import jax
@@ -294,43 +296,58 @@ def gait_filter(log=print) -> list:
     seg = gait._segment_spec(d.segments, None, "dempster", (1000,))[:3]
     args = (tuple(pts[k] for k in ("hip", "knee", "ankle", "toe")), force, cop, None, None, seg,
             jnp.asarray(d.gravity), None)  # fmt: skip
+
+    def make(post=None):  # compiled and run once now: module stand-ins are read while tracing
+        f = functools.partial(gait._group_pipeline, **static)
+        fn = jax.jit(f if post is None else lambda *a: post(f(*a)))
+        common.block(fn(*args))
+        return fn
+
+    return make, args
+
+
+def _timed(name: str, fns: dict, args, row: dict, log) -> list:
+    """Alternated medians of the compiled pipelines ``fns`` into ``row``, logged."""
+    times = common.alternate({k: (lambda f=f: common.block(f(*args))) for k, f in fns.items()}, 5)
+    row.update({f"{k}_s": v["median"] for k, v in times.items()})
+    log(f"{name}, 1000 trials: " + ", ".join(f"{k} {v['median']:.2f} s" for k, v in times.items()))
+    return [row]
+
+
+def gait_filter(log=print) -> list:
+    """The gait pipeline (1,000 running trials) with the "strided" (64) and "blocked"
+    (32) filters, alternated; compiled apart."""
+    import jax.numpy as jnp
+
+    from jaxmb import gait
+
+    make, args = _gait_case()
     saved = gait._FILTER_METHOD, gait._FILTER_BLOCK
     fns = {}
     try:
         for method, block in (("strided", 64), ("blocked", 32)):
-            gait._FILTER_METHOD, gait._FILTER_BLOCK = method, block  # read while tracing
-            fn = jax.jit(functools.partial(gait._group_pipeline, **static))
-            common.block(fn(*args))
-            fns[f"{method}_{block}"] = fn
+            gait._FILTER_METHOD, gait._FILTER_BLOCK = method, block
+            fns[f"{method}_{block}"] = make()
     finally:
         gait._FILTER_METHOD, gait._FILTER_BLOCK = saved
     diff = float(jnp.max(jnp.abs(fns["strided_64"](*args)["moments"] - fns["blocked_32"](*args)["moments"])))
-    times = common.alternate({k: (lambda f=f: common.block(f(*args))) for k, f in fns.items()}, 5)
-    row = {"trials": 1000, "frames": 6001, "max_moment_difference_Nm": diff}
-    row.update({f"{k}_s": v["median"] for k, v in times.items()})
-    log("gait_filter, 1000 trials: " + ", ".join(f"{k} {v['median']:.2f} s" for k, v in times.items())
-        + f" (moments differ by {diff:.1e} N m)")
-    return [row]
+    log(f"gait_filter: moments differ by {diff:.1e} N m")
+    return _timed("gait_filter", fns, args, {"trials": 1000, "frames": 6001, "max_moment_difference_Nm": diff}, log)
 
 
 def gait_parts(log=print) -> list:
     """The gait pipeline (1,000 running trials) whole, without the dynamics kernels,
-    and also without the filter and the derivatives; alternated, compiled apart."""
-    import functools
+    also without the filter and the derivatives, and whole but returning neither
+    the powers nor the reactions in the segments' frames; alternated, compiled
+    apart. Also the CPU time, system time and minor page faults of one whole call
+    (``getrusage``)."""
+    import resource
 
-    import jax
     import jax.numpy as jnp
 
     from jaxmb import _filters, gait
 
-    from .bench_gait import CUTOFF, make_trials
-
-    d, pts, force, cop = make_trials(1000)
-    static = dict(rate=d.rate, force_rate=d.rate, cutoff=CUTOFF, force_cutoff=CUTOFF, order=2,
-                  from_table=False, terms=False)  # fmt: skip
-    seg = gait._segment_spec(d.segments, None, "dempster", (1000,))[:3]
-    args = (tuple(pts[k] for k in ("hip", "knee", "ankle", "toe")), force, cop, None, None, seg,
-            jnp.asarray(d.gravity), None)  # fmt: skip
+    make, args = _gait_case()
 
     def no_dynamics(params, q, qd, qdd, frc, mz, pelvis, pelvis_rate, *, terms):
         # the outputs' shapes from the inputs, one cheap operation each
@@ -346,24 +363,24 @@ def gait_parts(log=print) -> list:
         return kin, frc, mz
 
     saved = gait._dynamics, _filters.derivative_jax, gait._filter_group
-    fns = {}
-    try:  # the stand-ins are read while tracing
-        for label, dyn, der, filt in (("whole", None, None, None), ("no_dynamics", no_dynamics, None, None),
-                                      ("no_dynamics_filter_derivatives", no_dynamics, stand_in_derivative,
-                                       no_filter)):  # fmt: skip
-            gait._dynamics = dyn or saved[0]
-            _filters.derivative_jax = der or saved[1]
-            gait._filter_group = filt or saved[2]
-            fn = jax.jit(functools.partial(gait._group_pipeline, **static))
-            common.block(fn(*args))
-            fns[label] = fn
+    fns = {"whole": make()}
+    try:
+        gait._dynamics = no_dynamics
+        fns["no_dynamics"] = make()
+        _filters.derivative_jax, gait._filter_group = stand_in_derivative, no_filter
+        fns["no_dynamics_filter_derivatives"] = make()
     finally:
         gait._dynamics, _filters.derivative_jax, gait._filter_group = saved
-    times = common.alternate({k: (lambda f=f: common.block(f(*args))) for k, f in fns.items()}, 5)
-    row = {"trials": 1000, "frames": 6001}
-    row.update({f"{k}_s": v["median"] for k, v in times.items()})
-    log("gait_parts, 1000 trials: " + ", ".join(f"{k} {v['median']:.2f} s" for k, v in times.items()))
-    return [row]
+    fns["without_powers_and_segment_reactions"] = make(
+        lambda out: {k: v for k, v in out.items() if k not in ("powers", "reactions_segment")})
+    r0 = resource.getrusage(resource.RUSAGE_SELF)
+    common.block(fns["whole"](*args))
+    r1 = resource.getrusage(resource.RUSAGE_SELF)
+    row = {"trials": 1000, "frames": 6001, "whole_user_s": r1.ru_utime - r0.ru_utime,
+           "whole_system_s": r1.ru_stime - r0.ru_stime, "whole_minor_page_faults": r1.ru_minflt - r0.ru_minflt}
+    log(f"gait_parts: one whole call, user {row['whole_user_s']:.2f} s, system {row['whole_system_s']:.2f} s, "
+        f"{row['whole_minor_page_faults']} minor page faults")
+    return _timed("gait_parts", fns, args, row, log)
 
 
 SECTIONS = ("reductions", "adjoint_size", "solvers", "assembly", "in_loop", "gait_filter", "gait_parts")
