@@ -3,6 +3,7 @@ against the NumPy notebook method (SciPy filtfilt and a segment-by-segment
 ``invdyn2d`` per trial), timed in the same run.
 
     python -m benchmarks.bench_gait [--trials 1000] [--baseline-trials 40] [--quick]
+    python -m benchmarks.bench_gait --hugepages [--rounds 2]
 
 The 1,000 trials are van den Bogert's running trial (6,001 frames at 10 kHz) with
 each trial's marker positions shifted and scaled and its force scaled by a few per
@@ -11,19 +12,37 @@ force at 15 Hz (4th-order zero-phase Butterworth) and differentiate the same way
 The NumPy method runs on ``--baseline-trials`` trials and is scaled to the whole
 batch (per-trial work, so linear in the trial count). Writes
 ``benchmarks/results_gait.json`` with the machine and the versions.
+
+With ``--hugepages`` the same measurement runs in child processes, alternately in
+the default environment and with glibc's malloc backing its large allocations by
+transparent huge pages (``GLIBC_TUNABLES=glibc.malloc.hugetlb=1``, glibc 2.35 or
+later, Linux with transparent huge pages in ``madvise`` or ``always`` mode); each
+child times jaxmb and NumPy alternated as above, and the JSON records both
+configurations (medians over the children) with each child's page faults and CPU
+times. XLA:CPU allocates every output buffer afresh, and glibc maps each one of more
+than 32 MiB with its own ``mmap``, so that the pipeline's 1.7 GB of results cost one
+minor page fault per 4 KiB page (about 0.5 million a call) in the default
+environment.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
 import time
+from pathlib import Path
 
 import numpy as np
 
 from . import common
 
 CUTOFF = 15.0
+HUGEPAGES = "glibc.malloc.hugetlb=1"
 
 
 def make_trials(n: int, seed: int = 0):
@@ -73,6 +92,20 @@ def numpy_method(d, pts, force, cop, b):
     return np.stack(out[::-1], 1)
 
 
+def _one_call(fn) -> dict:
+    """CPU times and minor page faults of one call of ``fn`` (``getrusage``; Unix)."""
+    try:
+        import resource
+    except ImportError:  # not on this platform
+        fn()
+        return {"user_s": float("nan"), "system_s": float("nan"), "minor_faults": -1}
+    r0 = resource.getrusage(resource.RUSAGE_SELF)
+    fn()
+    r1 = resource.getrusage(resource.RUSAGE_SELF)
+    return {"user_s": r1.ru_utime - r0.ru_utime, "system_s": r1.ru_stime - r0.ru_stime,
+            "minor_faults": r1.ru_minflt - r0.ru_minflt}  # fmt: skip
+
+
 def run(trials: int = 1000, baseline_trials: int = 40, quick: bool = False, log=print) -> dict:
     common.enable_x64()
     from jaxmb import gait
@@ -96,6 +129,7 @@ def run(trials: int = 1000, baseline_trials: int = 40, quick: bool = False, log=
         return [numpy_method(d, sub_pts, force[sub, :, :], cop[sub], b) for b in range(baseline_trials)]
 
     t = common.alternate({"jaxmb": jaxmb_all, "numpy": numpy_sub}, repeats=2 if quick else 3, warmup=0)
+    one_call = _one_call(jaxmb_all)  # after the timed calls: a steady state
     t_np = t["numpy"]["median"] * trials / baseline_trials
     t_jx = t["jaxmb"]["median"]
     # the two methods agree (the same filtering and differentiation, two formulations)
@@ -116,6 +150,8 @@ def run(trials: int = 1000, baseline_trials: int = 40, quick: bool = False, log=
         "numpy_frames_per_s": frames / t_np,
         "speedup": t_np / t_jx,
         "max_moment_difference_relative": agree,
+        "one_call": one_call,
+        "glibc_tunables": os.environ.get("GLIBC_TUNABLES", ""),
         "timings": t,
     }
     log(f"jaxmb.gait.analyze, {trials} trials in one call: first call {t_first:.2f} s, then {t_jx:.2f} s "
@@ -124,6 +160,52 @@ def run(trials: int = 1000, baseline_trials: int = 40, quick: bool = False, log=
         f"(measured on {baseline_trials}, scaled), {frames / t_np:.3g} frames/s")  # fmt: skip
     log(f"speed-up {t_np / t_jx:.1f}x (target >= 3x on a 2-core CPU); moments agree within "
         f"{100 * agree:.2g} % of the peak")  # fmt: skip
+    log(f"one call of jaxmb: {one_call['user_s']:.2f} s user, {one_call['system_s']:.2f} s system CPU time, "
+        f"{one_call['minor_faults']} minor page faults")  # fmt: skip
+    return res
+
+
+def run_hugepages(argv: list, rounds: int = 2, log=print) -> dict:
+    """The benchmark in child processes, alternately without and with ``HUGEPAGES``
+    in ``GLIBC_TUNABLES``, ``rounds`` children each; medians over the children."""
+    runs = {"default": [], "hugepages": []}
+    base = {k: v for k, v in os.environ.items() if k != "GLIBC_TUNABLES"}
+    for r in range(rounds):
+        for name, env in (("default", base), ("hugepages", dict(base, GLIBC_TUNABLES=HUGEPAGES))):
+            with tempfile.TemporaryDirectory() as tmp:
+                out = os.path.join(tmp, "res.json")
+                log(f"round {r + 1}/{rounds}, {name}:")
+                cmd = [sys.executable, "-m", "benchmarks.bench_gait", "--json", out] + argv
+                subprocess.run(cmd, env=env, cwd=common.HERE.parent, check=True)
+                with open(out) as f:
+                    runs[name].append(json.load(f))
+    res = dict(runs["default"][0])
+    med = lambda name, key: statistics.median(x[key] for x in runs[name])  # noqa: E731
+    summary = {
+        name: {
+            "children": len(runs[name]),
+            "glibc_tunables": runs[name][0]["glibc_tunables"],
+            "jaxmb_s": med(name, "jaxmb_s"),
+            "numpy_s_extrapolated": med(name, "numpy_s_extrapolated"),
+            "speedup": med(name, "speedup"),
+            "system_s": statistics.median(x["one_call"]["system_s"] for x in runs[name]),
+            "minor_faults": statistics.median(x["one_call"]["minor_faults"] for x in runs[name]),
+            "runs": [{k: x[k] for k in ("jaxmb_s", "numpy_s_extrapolated", "speedup", "one_call")} for x in runs[name]],
+        }
+        for name in runs
+    }
+    # the top-level figures: the default environment, medians over its children
+    for k in ("jaxmb_s", "numpy_s_extrapolated", "speedup"):
+        res[k] = summary["default"][k]
+    frames = res["trials"] * res["frames_per_trial"]
+    res["jaxmb_frames_per_s"] = frames / res["jaxmb_s"]
+    res["numpy_frames_per_s"] = frames / res["numpy_s_extrapolated"]
+    res["environment"] = common.environment()
+    res["configurations"] = summary
+    for name, v in summary.items():
+        log(f"{name} ({v['glibc_tunables'] or 'no GLIBC_TUNABLES'}), medians of {v['children']} processes: "
+            f"jaxmb {v['jaxmb_s']:.2f} s, NumPy {v['numpy_s_extrapolated']:.2f} s, {v['speedup']:.2f}x; "
+            f"one call {v['system_s']:.2f} s system time, {v['minor_faults']:.0f} minor page faults")  # fmt: skip
     return res
 
 
@@ -133,11 +215,21 @@ def main(argv=None):
     p.add_argument("--baseline-trials", type=int, default=40)
     p.add_argument("--quick", action="store_true")
     p.add_argument("--no-save", action="store_true")
+    p.add_argument("--hugepages", action="store_true",
+                   help=f"child processes alternately without and with GLIBC_TUNABLES={HUGEPAGES}")
+    p.add_argument("--rounds", type=int, default=2, help="child processes per configuration (--hugepages)")
+    p.add_argument("--json", help="write the results to this file instead of benchmarks/results_gait.json")
     a = p.parse_args(argv)
-    res = run(a.trials, a.baseline_trials, a.quick)
-    if not a.no_save:
+    if a.hugepages:
+        child = ["--trials", str(a.trials), "--baseline-trials", str(a.baseline_trials)] + (["--quick"] if a.quick else [])
+        res = run_hugepages(child, a.rounds)
+    else:
+        res = run(a.trials, a.baseline_trials, a.quick)
+    if a.json:
+        common.save(res, Path(a.json))
+    elif not a.no_save:
         path = common.HERE / "results_gait.json"
-        path.write_text(json.dumps(res, indent=1, default=float) + "\n")
+        common.save(res, path)
         print(f"saved {path}")
 
 
