@@ -36,6 +36,13 @@ arrays, and the kernel's private helpers on its internal (dof, B) layout).
    whole but returning neither the powers nor the reactions in the segments' frames;
    with the CPU time, system time and page faults of one whole call.
 
+8. ``gradient_parts``: where the time of the gradient of a batched loss goes (the
+   gradient target of issue 8, <= 1.5x the loss): ``jax.grad`` of ``sum(tau**2)``
+   with respect to every model parameter, the loss, inverse dynamics alone (tau
+   written to memory) and the parameter adjoint alone (its one reduction over the
+   batch, given the cotangent ``2 tau``), alternated, for the models and batches of
+   the ``gradient`` section of ``python -m benchmarks``.
+
 Run: ``python -m benchmarks.design [--quick] [--only in_loop,gait_filter,gait_parts]``
 (about 5 minutes; ``--quick`` skips the 36- and 40-segment chains); writes
 ``design_results.json`` beside this file (``--only``: those sections, merged into it).
@@ -383,7 +390,51 @@ def gait_parts(log=print) -> list:
     return _timed("gait_parts", fns, args, row, log)
 
 
-SECTIONS = ("reductions", "adjoint_size", "solvers", "assembly", "in_loop", "gait_filter", "gait_parts")
+def gradient_parts(log=print) -> list:
+    """The gradient of a batched squared-torque loss against its parts: the loss,
+    inverse dynamics writing tau, and the parameter adjoint's reduction given 2 tau."""
+    import jax
+    import jax.numpy as jnp
+
+    import jaxmb
+    from jaxmb import batch as jb
+
+    def loss(m, q, qd, qdd):
+        return jnp.sum(jaxmb.inverse_dynamics(m, q, qd, qdd) ** 2)
+
+    def adjoint(m, q, qd, qdd, tbar):  # what jax.grad(loss)'s backward pass runs
+        return jb._params_cotangent(jb.Spec("tau"), m, jb._model_params(m), q, qd, qdd, None, tbar)
+
+    rows = []
+    every = dict(common.models())
+    for name, B in (("chain3", 10**5), ("chain3", 10**6), ("chain20", 10**5), ("human7", 10**5)):
+        model = every[name]
+        args = (model,) + tuple(jax.device_put(x) for x in common.states(model, B, seed=13))
+        fns = {"loss": jax.jit(loss), "grad": jax.jit(jax.grad(loss)), "inverse_dynamics": jax.jit(jaxmb.inverse_dynamics)}
+        tbar = 2 * fns["inverse_dynamics"](*args)
+        adj = jax.jit(adjoint)
+        # the adjoint alone gives the gradient (the same reduction)
+        g, a = fns["grad"](*args), adj(*args, tbar)
+        diff = max(float(jnp.max(jnp.abs(x - y)) / (1e-300 + float(jnp.max(jnp.abs(x)))))
+                   for x, y in zip(jb._model_params(g), a))  # fmt: skip
+        cases = {k: (lambda f=f: common.block(f(*args))) for k, f in fns.items()}
+        cases["adjoint"] = lambda: common.block(adj(*args, tbar))
+        reps, inner = common.repeats_for(B, False)
+        t = common.alternate(cases, reps, inner)
+        ms = {k: v["median"] * 1e3 for k, v in t.items()}
+        row = {"model": name, "batch": B, "ms": ms, "grad_over_loss": ms["grad"] / ms["loss"],
+               "adjoint_over_loss": ms["adjoint"] / ms["loss"],
+               "inverse_dynamics_plus_adjoint_over_grad": (ms["inverse_dynamics"] + ms["adjoint"]) / ms["grad"],
+               "adjoint_vs_grad_max_rel_diff": diff}  # fmt: skip
+        rows.append(row)
+        log(f"gradient_parts {name} B={B}: loss {ms['loss']:.2f} ms, inverse dynamics {ms['inverse_dynamics']:.2f} ms, "
+            f"adjoint {ms['adjoint']:.2f} ms, grad {ms['grad']:.2f} ms (grad/loss {row['grad_over_loss']:.2f}, "
+            f"adjoint/loss {row['adjoint_over_loss']:.2f}); adjoint = grad to {diff:.1e}")  # fmt: skip
+    return rows
+
+
+SECTIONS = ("reductions", "adjoint_size", "solvers", "assembly", "in_loop", "gait_filter", "gait_parts",
+            "gradient_parts")  # fmt: skip
 
 
 def main(argv=None):
@@ -410,6 +461,7 @@ def main(argv=None):
         "in_loop": in_loop,
         "gait_filter": gait_filter,
         "gait_parts": gait_parts,
+        "gradient_parts": gradient_parts,
     }
     for name in SECTIONS:
         if only is None or name in only:
