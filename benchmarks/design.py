@@ -43,6 +43,13 @@ arrays, and the kernel's private helpers on its internal (dof, B) layout).
    batch, given the cotangent ``2 tau``), alternated, for the models and batches of
    the ``gradient`` section of ``python -m benchmarks``.
 
+9. ``gradient_compile_parts``: what the compile time of the gradients with respect to
+   the model (issue 8: < 2 s for the seven-segment human) is made of: trace, lowering
+   and XLA compile, from cleared caches, of the primal and the gradient of inverse
+   dynamics, forward dynamics (and the forward kernel at rest, that its derivative's
+   mass-matrix solve runs) and a 10-step RK4 ``simulate``; B = 1e3, per-sample loads
+   where taken, two rounds.
+
 Run: ``python -m benchmarks.design [--quick] [--only in_loop,gait_filter,gait_parts]``
 (about 5 minutes; ``--quick`` skips the 36- and 40-segment chains); writes
 ``design_results.json`` beside this file (``--only``: those sections, merged into it).
@@ -433,8 +440,51 @@ def gradient_parts(log=print) -> list:
     return rows
 
 
+def gradient_compile_parts(log=print) -> list:
+    """Trace, lowering and compile seconds of the human's primals and gradients."""
+    import jax
+    import jax.numpy as jnp
+
+    import jaxmb
+    from jaxmb import batch as jb
+
+    model = jaxmb.seven_segment_human()
+    B = 10**3
+    q, qd, x = (jax.device_put(a) for a in common.states(model, B, seed=17))
+    ld = jax.device_put(np.random.default_rng(18).normal(0.0, 10.0, (B, model.segments, 3)))
+    still = model.replace(gravity=jnp.zeros_like(model.gravity))
+    fns = {
+        "inverse_dynamics": lambda m: jaxmb.inverse_dynamics(m, q, qd, x, ld),
+        "forward_dynamics": lambda m: jaxmb.forward_dynamics(m, q, qd, x, ld),
+        "simulate": lambda m: jaxmb.simulate(m, q, qd, x, 1e-3, steps=10).q,
+    }
+    cases = {}
+    for name, f in fns.items():
+        cases[name] = f
+        cases[name + " gradient"] = jax.grad(lambda m, f=f: jnp.sum(f(m) ** 2))
+        if name == "forward_dynamics":  # the solve of its derivative: at rest, no gravity or loads
+            cases["forward kernel at rest"] = lambda m: jb.run(jb.Spec("forward"), still, q, None, x, None)
+    rows = []
+    for r in range(2):
+        for name, fn in cases.items():
+            jax.clear_caches()
+            t0 = time.perf_counter()
+            tr = jax.jit(fn).trace(model)
+            t1 = time.perf_counter()
+            lo = tr.lower()
+            t2 = time.perf_counter()
+            lo.compile()
+            t3 = time.perf_counter()
+            row = {"round": r, "case": name, "trace_s": t1 - t0, "lower_s": t2 - t1, "compile_s": t3 - t2,
+                   "total_s": t3 - t0, "load": common.load()}  # fmt: skip
+            rows.append(row)
+            log(f"gradient_compile_parts {name}: trace {row['trace_s']:.2f} s, lower {row['lower_s']:.2f} s, "
+                f"compile {row['compile_s']:.2f} s, total {row['total_s']:.2f} s")  # fmt: skip
+    return rows
+
+
 SECTIONS = ("reductions", "adjoint_size", "solvers", "assembly", "in_loop", "gait_filter", "gait_parts",
-            "gradient_parts")  # fmt: skip
+            "gradient_parts", "gradient_compile_parts")  # fmt: skip
 
 
 def main(argv=None):
@@ -462,6 +512,7 @@ def main(argv=None):
         "gait_filter": gait_filter,
         "gait_parts": gait_parts,
         "gradient_parts": gradient_parts,
+        "gradient_compile_parts": gradient_compile_parts,
     }
     for name in SECTIONS:
         if only is None or name in only:
