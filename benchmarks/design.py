@@ -1,4 +1,4 @@
-"""The measurements behind three design choices of ``jaxmb.batch``, rerunnable
+"""The measurements behind design choices of ``jaxmb.batch`` and ``jaxmb.gait``, rerunnable
 (through the one API, ``jaxmb.inverse_dynamics`` / ``jaxmb.forward_dynamics`` on (B, dof)
 arrays, and the kernel's private helpers on its internal (dof, B) layout).
 
@@ -50,8 +50,9 @@ arrays, and the kernel's private helpers on its internal (dof, B) layout).
    mass-matrix solve runs) and a 10-step RK4 ``simulate``; B = 1e3, per-sample loads
    where taken, two rounds.
 
-Run: ``python -m benchmarks.design [--quick] [--only in_loop,gait_filter,gait_parts]``
-(about 5 minutes; ``--quick`` skips the 36- and 40-segment chains); writes
+Run: ``python -m benchmarks.design [--quick] [--only gradient_parts,gradient_compile_parts]``
+(about 5 minutes, and about 2 more for sections 8 and 9, which took 40 s and 75 s at
+21:00 UTC on 2026-11-23; ``--quick`` skips the 36- and 40-segment chains); writes
 ``design_results.json`` beside this file (``--only``: those sections, merged into it).
 """
 
