@@ -202,6 +202,9 @@ def run_hugepages(argv: list, rounds: int = 2, log=print) -> dict:
     res["numpy_frames_per_s"] = frames / res["numpy_s_extrapolated"]
     res["environment"] = common.environment()
     res["configurations"] = summary
+    res["note"] = ("jaxmb_s, numpy_s_extrapolated, speedup and the frame rates: medians over the default "
+                   "environment's children; first_call_s, one_call, timings and max_moment_difference_relative: "
+                   "its first child; every child's figures under configurations")  # fmt: skip
     for name, v in summary.items():
         log(f"{name} ({v['glibc_tunables'] or 'no GLIBC_TUNABLES'}), medians of {v['children']} processes: "
             f"jaxmb {v['jaxmb_s']:.2f} s, NumPy {v['numpy_s_extrapolated']:.2f} s, {v['speedup']:.2f}x; "
