@@ -28,12 +28,8 @@ environment.
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import statistics
-import subprocess
-import sys
-import tempfile
 import time
 from pathlib import Path
 
@@ -42,7 +38,7 @@ import numpy as np
 from . import common
 
 CUTOFF = 15.0
-HUGEPAGES = "glibc.malloc.hugetlb=1"
+HUGEPAGES = common.HUGEPAGES
 
 
 def make_trials(n: int, seed: int = 0):
@@ -168,17 +164,7 @@ def run(trials: int = 1000, baseline_trials: int = 40, quick: bool = False, log=
 def run_hugepages(argv: list, rounds: int = 2, log=print) -> dict:
     """The benchmark in child processes, alternately without and with ``HUGEPAGES``
     in ``GLIBC_TUNABLES``, ``rounds`` children each; medians over the children."""
-    runs = {"default": [], "hugepages": []}
-    base = {k: v for k, v in os.environ.items() if k != "GLIBC_TUNABLES"}
-    for r in range(rounds):
-        for name, env in (("default", base), ("hugepages", dict(base, GLIBC_TUNABLES=HUGEPAGES))):
-            with tempfile.TemporaryDirectory() as tmp:
-                out = os.path.join(tmp, "res.json")
-                log(f"round {r + 1}/{rounds}, {name}:")
-                cmd = [sys.executable, "-m", "benchmarks.bench_gait", "--json", out] + argv
-                subprocess.run(cmd, env=env, cwd=common.HERE.parent, check=True)
-                with open(out) as f:
-                    runs[name].append(json.load(f))
+    runs = common.hugepage_children("benchmarks.bench_gait", argv, rounds, log)
     res = dict(runs["default"][0])
     med = lambda name, key: statistics.median(x[key] for x in runs[name])  # noqa: E731
     summary = {

@@ -19,17 +19,12 @@ own comparison is ``python -m benchmarks.bench_gait --hugepages``.
 from __future__ import annotations
 
 import argparse
-import json
-import os
 import statistics
-import subprocess
-import sys
-import tempfile
 import time
 
 from . import common
 
-HUGEPAGES = "glibc.malloc.hugetlb=1"
+HUGEPAGES = common.HUGEPAGES
 CASES = (("chain3", 10**7), ("human7", 2 * 10**6))
 QUICK_CASES = (("chain3", 5 * 10**6),)
 
@@ -65,20 +60,13 @@ def child(quick: bool) -> list:
 
 
 def run(rounds: int = 3, quick: bool = False, log=print) -> dict:
-    base = {k: v for k, v in os.environ.items() if k != "GLIBC_TUNABLES"}
-    runs = {"default": [], "hugepages": []}
-    for r in range(rounds):
-        for name, env in (("default", base), ("hugepages", dict(base, GLIBC_TUNABLES=HUGEPAGES))):
-            with tempfile.TemporaryDirectory() as tmp:
-                out = os.path.join(tmp, "rows.json")
-                cmd = [sys.executable, "-m", "benchmarks.bench_hugepages", "--child", out] + (["--quick"] if quick else [])
-                subprocess.run(cmd, env=env, cwd=common.HERE.parent, check=True)
-                with open(out) as f:
-                    rows = json.load(f)
-            runs[name].append(rows)
-            log(f"round {r + 1}/{rounds} {name}: " + "; ".join(
-                f"{x['function']} {x['model']} B={x['batch']:.0e} {x['median_s'] * 1e3:.0f} ms "
-                f"(system {x['system_s']:.2f} s, {x['minor_faults']:.0f} faults)" for x in rows))  # fmt: skip
+    def show(name, rows):
+        log(f"  {name}: " + "; ".join(
+            f"{x['function']} {x['model']} B={x['batch']:.0e} {x['median_s'] * 1e3:.0f} ms "
+            f"(system {x['system_s']:.2f} s, {x['minor_faults']:.0f} faults)" for x in rows))  # fmt: skip
+
+    runs = common.hugepage_children("benchmarks.bench_hugepages", ["--child"] + (["--quick"] if quick else []),
+                                    rounds, log, show)  # fmt: skip
     table = []
     for i, row in enumerate(runs["default"][0]):
         entry = {k: row[k] for k in ("model", "batch", "function")}
@@ -98,10 +86,11 @@ def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--rounds", type=int, default=3, help="child processes per configuration")
     p.add_argument("--quick", action="store_true")
-    p.add_argument("--child", help=argparse.SUPPRESS)
+    p.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
+    p.add_argument("--json", help=argparse.SUPPRESS)  # a child's output file
     a = p.parse_args(argv)
     if a.child:
-        common.save(child(a.quick), common.Path(a.child))
+        common.save(child(a.quick), common.Path(a.json))
         return
     res = run(a.rounds, a.quick)
     path = common.HERE / ("results_hugepages_quick.json" if a.quick else "results_hugepages.json")

@@ -223,6 +223,33 @@ def environment() -> dict:
     }
 
 
+HUGEPAGES = "glibc.malloc.hugetlb=1"
+
+
+def hugepage_children(module: str, args: list, rounds: int, log=print, after=None) -> dict:
+    """Run ``python -m module --json PATH *args`` in child processes, alternately
+    without and with glibc's transparent huge pages (``GLIBC_TUNABLES=HUGEPAGES``,
+    read only when a process starts), ``rounds`` of each; returns {"default": [...],
+    "hugepages": [...]}, the JSON each child wrote, in order. ``after(name, result)``
+    is called after each child (to log it)."""
+    import tempfile
+
+    base = {k: v for k, v in os.environ.items() if k != "GLIBC_TUNABLES"}
+    runs = {"default": [], "hugepages": []}
+    for r in range(rounds):
+        for name, env in (("default", base), ("hugepages", dict(base, GLIBC_TUNABLES=HUGEPAGES))):
+            log(f"round {r + 1}/{rounds}, {name}:")
+            with tempfile.TemporaryDirectory() as tmp:
+                out = os.path.join(tmp, "result.json")
+                subprocess.run([sys.executable, "-m", module, "--json", out] + list(args), env=env,
+                               cwd=HERE.parent, check=True)  # fmt: skip
+                with open(out) as f:
+                    runs[name].append(json.load(f))
+            if after is not None:
+                after(name, runs[name][-1])
+    return runs
+
+
 def save(results: dict, path: Path = RESULTS):
     """Write ``results`` as JSON atomically: a temporary file beside ``path``, then
     renamed (an interrupted run leaves the previous file whole)."""
