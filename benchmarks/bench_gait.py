@@ -20,9 +20,9 @@ later, Linux with transparent huge pages in ``madvise`` or ``always`` mode); eac
 child times jaxmb and NumPy alternated as above, and the JSON records both
 configurations (medians over the children) with each child's page faults and CPU
 times. XLA:CPU allocates every output buffer afresh, and glibc maps each one of more
-than 32 MiB with its own ``mmap``, so that the pipeline's 1.7 GB of results cost one
-minor page fault per 4 KiB page (about 0.5 million a call) in the default
-environment.
+than 32 MiB with its own ``mmap``, so that the pipeline's 1.6 GB of results (34
+float64 values a frame) cost one minor page fault per 4 KiB page (about 0.5 million
+a call) in the default environment.
 """
 
 from __future__ import annotations
@@ -88,20 +88,6 @@ def numpy_method(d, pts, force, cop, b):
     return np.stack(out[::-1], 1)
 
 
-def _one_call(fn) -> dict:
-    """CPU times and minor page faults of one call of ``fn`` (``getrusage``; Unix)."""
-    try:
-        import resource
-    except ImportError:  # not on this platform
-        fn()
-        return {"user_s": float("nan"), "system_s": float("nan"), "minor_faults": -1}
-    r0 = resource.getrusage(resource.RUSAGE_SELF)
-    fn()
-    r1 = resource.getrusage(resource.RUSAGE_SELF)
-    return {"user_s": r1.ru_utime - r0.ru_utime, "system_s": r1.ru_stime - r0.ru_stime,
-            "minor_faults": r1.ru_minflt - r0.ru_minflt}  # fmt: skip
-
-
 def run(trials: int = 1000, baseline_trials: int = 40, quick: bool = False, log=print) -> dict:
     common.enable_x64()
     from jaxmb import gait
@@ -125,7 +111,7 @@ def run(trials: int = 1000, baseline_trials: int = 40, quick: bool = False, log=
         return [numpy_method(d, sub_pts, force[sub, :, :], cop[sub], b) for b in range(baseline_trials)]
 
     t = common.alternate({"jaxmb": jaxmb_all, "numpy": numpy_sub}, repeats=2 if quick else 3, warmup=0)
-    one_call = _one_call(jaxmb_all)  # after the timed calls: a steady state
+    one_call = common.rusage(jaxmb_all)  # after the timed calls: a steady state
     t_np = t["numpy"]["median"] * trials / baseline_trials
     t_jx = t["jaxmb"]["median"]
     # the two methods agree (the same filtering and differentiation, two formulations)

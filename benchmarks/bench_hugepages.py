@@ -31,8 +31,6 @@ QUICK_CASES = (("chain3", 5 * 10**6),)
 
 def child(quick: bool) -> list:
     """Median seconds, system time and faults of one call, for each case (this process)."""
-    import resource
-
     common.enable_x64()
     import jaxmb
 
@@ -45,17 +43,14 @@ def child(quick: bool) -> list:
         for fn, args in (("inverse_dynamics", (q, qd, qdd)), ("forward_dynamics", (q, qd, tau))):
             f = getattr(jaxmb, fn)
             common.block(f(m, *args))  # compiles
-            times, sys_s, faults = [], [], []
+            times, use = [], []
             for _ in range(3 if quick else 5):
-                r0 = resource.getrusage(resource.RUSAGE_SELF)
                 t0 = time.perf_counter()
-                common.block(f(m, *args))
+                use.append(common.rusage(lambda: common.block(f(m, *args))))
                 times.append(time.perf_counter() - t0)
-                r1 = resource.getrusage(resource.RUSAGE_SELF)
-                sys_s.append(r1.ru_stime - r0.ru_stime)
-                faults.append(r1.ru_minflt - r0.ru_minflt)
             rows.append({"model": name, "batch": B, "function": fn, "median_s": statistics.median(times),
-                         "system_s": statistics.median(sys_s), "minor_faults": statistics.median(faults)})  # fmt: skip
+                         "system_s": statistics.median(u["system_s"] for u in use),
+                         "minor_faults": statistics.median(u["minor_faults"] for u in use)})  # fmt: skip
     return rows
 
 

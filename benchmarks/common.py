@@ -223,6 +223,21 @@ def environment() -> dict:
     }
 
 
+def rusage(fn) -> dict:
+    """User and system CPU seconds and minor page faults of one call of ``fn``
+    (``getrusage`` of this process; NaN and -1 where the platform has no ``resource``)."""
+    try:
+        import resource
+    except ImportError:  # not on this platform
+        fn()
+        return {"user_s": float("nan"), "system_s": float("nan"), "minor_faults": -1}
+    r0 = resource.getrusage(resource.RUSAGE_SELF)
+    fn()
+    r1 = resource.getrusage(resource.RUSAGE_SELF)
+    return {"user_s": r1.ru_utime - r0.ru_utime, "system_s": r1.ru_stime - r0.ru_stime,
+            "minor_faults": r1.ru_minflt - r0.ru_minflt}  # fmt: skip
+
+
 HUGEPAGES = "glibc.malloc.hugetlb=1"
 
 

@@ -32,17 +32,15 @@ arrays, and the kernel's private helpers on its internal (dof, B) layout).
 7. ``gait_parts``: where the pipeline's time goes: the whole pipeline on 1,000
    running trials, then with the dynamics kernels replaced by a trivial stand-in of
    the same output shapes, then also without the filter and the derivatives (the
-   floor: reading the inputs, angles, lengths, writing the 1.5 GB of results), and
+   floor: reading the inputs, angles, lengths, writing the 1.6 GB of results), and
    whole but returning neither the powers nor the reactions in the segments' frames;
    with the CPU time, system time and page faults of one whole call.
-
 8. ``gradient_parts``: where the time of the gradient of a batched loss goes (the
    gradient target of issue 8, <= 1.5x the loss): ``jax.grad`` of ``sum(tau**2)``
    with respect to every model parameter, the loss, inverse dynamics alone (tau
    written to memory) and the parameter adjoint alone (its one reduction over the
    batch, given the cotangent ``2 tau``), alternated, for the models and batches of
    the ``gradient`` section of ``python -m benchmarks``.
-
 9. ``gradient_compile_parts``: what the compile time of the gradients with respect to
    the model (issue 8: < 2 s for the seven-segment human) is made of: trace, lowering
    and XLA compile, from cleared caches, of the primal and the gradient of inverse
@@ -51,8 +49,9 @@ arrays, and the kernel's private helpers on its internal (dof, B) layout).
    where taken, two rounds.
 
 Run: ``python -m benchmarks.design [--quick] [--only gradient_parts,gradient_compile_parts]``
-(about 5 minutes, and about 2 more for sections 8 and 9, which took 40 s and 75 s at
-21:00 UTC on 2026-11-23; ``--quick`` skips the 36- and 40-segment chains); writes
+(about 5 minutes, and about 1 more for sections 8 and 9: 40 s for section 8 at 20:58
+UTC on 2026-11-23, and the compile times that section 9 records add up to 38 s;
+``--quick`` skips the 36- and 40-segment chains); writes
 ``design_results.json`` beside this file (``--only``: those sections, merged into it).
 """
 
@@ -356,8 +355,6 @@ def gait_parts(log=print) -> list:
     the powers nor the reactions in the segments' frames; alternated, compiled
     apart. Also the CPU time, system time and minor page faults of one whole call
     (``getrusage``)."""
-    import resource
-
     import jax.numpy as jnp
 
     from jaxmb import _filters, gait
@@ -388,11 +385,9 @@ def gait_parts(log=print) -> list:
         gait._dynamics, _filters.derivative_jax, gait._filter_group = saved
     fns["without_powers_and_segment_reactions"] = make(
         lambda out: {k: v for k, v in out.items() if k not in ("powers", "reactions_segment")})
-    r0 = resource.getrusage(resource.RUSAGE_SELF)
-    common.block(fns["whole"](*args))
-    r1 = resource.getrusage(resource.RUSAGE_SELF)
-    row = {"trials": 1000, "frames": 6001, "whole_user_s": r1.ru_utime - r0.ru_utime,
-           "whole_system_s": r1.ru_stime - r0.ru_stime, "whole_minor_page_faults": r1.ru_minflt - r0.ru_minflt}
+    use = common.rusage(lambda: common.block(fns["whole"](*args)))
+    row = {"trials": 1000, "frames": 6001, "whole_user_s": use["user_s"], "whole_system_s": use["system_s"],
+           "whole_minor_page_faults": use["minor_faults"]}  # fmt: skip
     log(f"gait_parts: one whole call, user {row['whole_user_s']:.2f} s, system {row['whole_system_s']:.2f} s, "
         f"{row['whole_minor_page_faults']} minor page faults")
     return _timed("gait_parts", fns, args, row, log)

@@ -283,8 +283,10 @@ def forward_dynamics(model: Model, q, qd, tau, loads=None, *, chunk: int | None 
     itself. In reverse mode the model's part of dID is transposed by the
     hand-derived parameter adjoint of :func:`inverse_dynamics` (up to 32 segments),
     not by JAX's reverse mode of the recursion: the gradient of the seven-segment
-    human's forward dynamics with respect to the model compiles in about 5 s
-    instead of 11 s (B = 1e3, this project's 2-core CPU). The state's part of dID
+    human's forward dynamics with respect to the model compiles in 3.8 to 6.3 s
+    (B = 1e3, this project's 2-core CPU: ``python -m benchmarks.design --only
+    gradient_compile_parts`` and ``python -m benchmarks --only gradient_compile``),
+    against about 11 s before the adjoint was used here (not rerun). The state's part of dID
     (q, qd, loads) is, for models of up to 10 segments, the unrolled recursion's JVP
     in forward mode and JAX's reverse mode of the matrix form of the recursion in
     reverse mode (which compiles and runs faster than that of the unrolled one: the

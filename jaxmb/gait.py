@@ -576,8 +576,9 @@ def _filter_group(kin, frc, mz, *, rate, force_rate, cutoff, force_cutoff, order
 #: "blocked" with blocks of 32 samples and 4 trials a chunk: in three alternated A/B
 #: timings of the whole pipeline on 1,000 running trials (5 rounds each, one
 #: process, 2-core CPU) its median was 5, 9 and 18 % below "strided" with blocks of
-#: 64 (which had beaten "split" with 8 trials a chunk); "blocked" with 16 or 64
-#: samples, or 2 or 8 trials a chunk, were no better (ad hoc); rerun the comparison
+#: 64 (which had beaten "split" with 8 trials a chunk); "blocked" with 8, 16, 24 or
+#: 64 samples, or 2, 6, 8 or 16 trials a chunk, were no better (ad hoc, within the
+#: noise of the 2-core VM); rerun the comparison
 #: with ``python -m benchmarks.design --only gait_filter``. The pipeline's recorded
 #: figure is ``python -m benchmarks.bench_gait``.
 _FILTER_METHOD = "blocked"
