@@ -241,7 +241,9 @@ def inverse_dynamics(model: Model, q, qd, qdd, loads=None, *, method: str = "rec
         parameters. "adjoint" (default): a hand-derived adjoint that sums the gradient
         over the batch in one pass (about 1.5 to 2.5 times the cost of the call itself;
         JAX's reverse mode of the recursion costs 4 to 9 times), while q, qd, qdd and
-        loads get JAX's reverse mode; it is reverse-mode only: ``jax.jvp``,
+        loads get JAX's reverse mode (of the matrix form of the recursion from four
+        segments on, whatever ``kernel``: XLA recomputes an unrolled recursion per
+        cotangent, 8x slower for a 7-chain); it is reverse-mode only: ``jax.jvp``,
         ``jax.jacfwd`` and ``jax.hessian`` raise "can't apply forward-mode autodiff
         (jvp) to a custom_vjp function" -- use "autodiff" for them (plain JAX
         differentiation in both modes). Models of more than 32 segments always get

@@ -293,6 +293,43 @@ def test_adjoint_gradient_of_every_input(tree, base, coordinates):
             np.testing.assert_allclose(got[k + 1], ref[k + 1], rtol=RTOL, atol=1e-7, err_msg=f"d/d{name}, {where}")
 
 
+def test_reverse_mode_of_long_unrolled_recursions_goes_through_the_matrix_form():
+    # From jb._REVERSE_MATRIX_MIN segments on, the cotangents of an unrolled
+    # recursion's inputs are the matrix form's reverse mode (XLA:CPU recomputes the
+    # unrolled tape per cotangent: 8x slower for a 7-chain). They equal the unrolled
+    # kernel's own reverse mode, for the adjoint's state cotangents and for every
+    # cotangent with gradient="autodiff", whose forward mode stays the unrolled JVP.
+    rng = np.random.default_rng(86)
+    model = random_model(rng, 5, tree=True, base="floating", coordinates="absolute")
+    short = random_model(rng, jb._REVERSE_MATRIX_MIN - 1)
+    for m, switched in ((model, True), (short, False)):
+        raw = object()
+        assert (jb._reverse_raw(jb.Spec("reactions"), m, raw) is not raw) == switched
+    assert jb._reverse_raw(jb.Spec("reactions", "matrix"), model, raw) is raw
+    q, qd, qdd, loads = (jnp.asarray(x) for x in batch_state(87, model, 3))
+    joints = (0, 2, 4)
+    w = jnp.asarray(rng.uniform(0.5, 2.0, (3, len(joints), 2)))
+    unrolled = jb.Spec("reactions", "unrolled", gradient="autodiff", joints=joints, frame="segment")
+
+    def ref(params, *x):  # the unrolled kernel with no derivative rules
+        return jnp.sum(w * jnp.sin(jb._evaluate_once(unrolled, model, params, *x)))
+
+    params = jb._model_params(model)
+    ref_g = jax.grad(ref, argnums=(0, 1, 2, 3, 4))(params, q, qd, qdd, loads)
+    for gradient in ("adjoint", "autodiff"):
+        def loss(m, *x):
+            lam = jaxmb.joint_reactions(m, *x, joints=joints, frame="segment", gradient=gradient)
+            return jnp.sum(w * jnp.sin(lam))
+
+        got = jax.jit(jax.grad(loss, argnums=(0, 1, 2, 3, 4)))(model, q, qd, qdd, loads)
+        for a, b, name in zip(got[1:], ref_g[1:], ("q", "qd", "qdd", "loads")):
+            np.testing.assert_allclose(a, b, rtol=RTOL, atol=1e-9, err_msg=f"{gradient}: d/d{name}")
+        for a, b in zip((got[0].joint_attach, got[0].com, got[0].mass, got[0].inertia, got[0].gravity), ref_g[0]):
+            np.testing.assert_allclose(a, b, rtol=RTOL, atol=1e-9, err_msg=gradient)
+    t = jax.jvp(lambda x: loss(model, x, qd, qdd, loads), (q,), (jnp.ones_like(q),))[1]
+    np.testing.assert_allclose(t, jnp.sum(ref_g[1]), rtol=RTOL)
+
+
 def test_adjoint_against_finite_differences_and_autodiff():
     # Independent of any reverse mode: a central difference of the loss along a
     # random direction in parameter space, and equal to the batched path's own JAX
