@@ -47,6 +47,11 @@ arrays, and the kernel's private helpers on its internal (dof, B) layout).
    dynamics, forward dynamics (and the forward kernel at rest, that its derivative's
    mass-matrix solve runs) and a 10-step RK4 ``simulate``; B = 1e3, per-sample loads
    where taken, two rounds.
+10. ``reverse_form``: reverse mode through the unrolled recursion or through the
+   matrix form (the default from ``_REVERSE_MATRIX_MIN`` = 4 segments): d/dq of a
+   loss of inverse dynamics (the adjoint's state cotangent) and d/dmodel with
+   ``gradient="autodiff"``, chains of 3, 4, 5 and 7 segments and the human at 1e5
+   samples, compile and run, two rounds in alternating order.
 
 Run: ``python -m benchmarks.design [--quick] [--only gradient_parts,gradient_compile_parts]``
 (about 5 minutes, and about 1 more for sections 8 and 9: 40 s for section 8 at 20:58
@@ -479,8 +484,47 @@ def gradient_compile_parts(log=print) -> list:
     return rows
 
 
+def reverse_form(log=print) -> list:
+    """Reverse mode through the unrolled recursion against the matrix form's (the
+    default from ``jb._REVERSE_MATRIX_MIN`` segments on): compile and run time of
+    d/dq of ``sum(sin(inverse_dynamics))`` (the adjoint's state cotangent) and of
+    d/dmodel of ``sum(inverse_dynamics**2)`` with ``gradient="autodiff"``."""
+    import jax
+    import jax.numpy as jnp
+
+    import jaxmb
+    from jaxmb import batch as jb
+
+    grads = {
+        "d/dq": (lambda m, q, qd, qdd: jnp.sum(jnp.sin(jaxmb.inverse_dynamics(m, q, qd, qdd))), 1),
+        "d/dmodel autodiff": (lambda m, q, qd, qdd: jnp.sum(jaxmb.inverse_dynamics(m, q, qd, qdd, gradient="autodiff") ** 2), 0),
+    }  # fmt: skip
+    every = dict(common.models())
+    models = [(f"chain{n}", common.chain_model(n)) for n in (3, 4, 5, 7)] + [("human7", every["human7"])]
+    B, saved, rows = 10**5, jb._REVERSE_MATRIX_MIN, []
+    try:
+        for name, model in models:
+            args = (model,) + tuple(jax.device_put(x) for x in common.states(model, B, seed=19))
+            for r in range(2):
+                for form, threshold in (("unrolled", 10**6), ("matrix", 1)) if r == 0 else (("matrix", 1), ("unrolled", 10**6)):
+                    jb._REVERSE_MATRIX_MIN = threshold
+                    for what, (f, argnum) in grads.items():
+                        jax.clear_caches()  # the kernels' jaxprs are cached per shapes
+                        t0 = time.perf_counter()
+                        c = jax.jit(jax.grad(f, argnum)).lower(*args).compile()
+                        compile_s = time.perf_counter() - t0
+                        run_ms = _median_time(lambda c=c: c(*args), reps=5) * 1e3
+                        rows.append({"model": name, "batch": B, "round": r, "reverse_through": form, "gradient": what,
+                                     "compile_s": compile_s, "run_ms": run_ms, "load": common.load()})  # fmt: skip
+                        log(f"reverse_form {name} {what} through {form}: compile {compile_s:.2f} s, run {run_ms:.1f} ms")
+    finally:
+        jb._REVERSE_MATRIX_MIN = saved
+        jax.clear_caches()
+    return rows
+
+
 SECTIONS = ("reductions", "adjoint_size", "solvers", "assembly", "in_loop", "gait_filter", "gait_parts",
-            "gradient_parts", "gradient_compile_parts")  # fmt: skip
+            "gradient_parts", "gradient_compile_parts", "reverse_form")  # fmt: skip
 
 
 def main(argv=None):
@@ -509,6 +553,7 @@ def main(argv=None):
         "gait_parts": gait_parts,
         "gradient_parts": gradient_parts,
         "gradient_compile_parts": gradient_compile_parts,
+        "reverse_form": reverse_form,
     }
     for name in SECTIONS:
         if only is None or name in only:

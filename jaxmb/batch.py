@@ -1267,11 +1267,15 @@ def _uses_adjoint(spec: Spec, topo: Model) -> bool:
 # cotangents of inverse dynamics, moments and reactions; every cotangent with
 # gradient="autodiff") is JAX's reverse mode of the matrix form instead: XLA:CPU
 # fuses each cotangent of the unrolled recursion with the whole tape, recomputing it
-# per output. d/dq of sum(sin(inverse_dynamics)) at 1e5 samples, compile and run,
-# unrolled against matrix (ad hoc on the 2-core CPU): 3-chain 0.8 and 2.0 s, 30 and
-# 28 ms; 4-chain 2.3 and 2.3 s, 84 and 42 ms; 5-chain 3.4 and 2.0 s, 332 and 57 ms;
-# 7-chain 4.1 and 2.0 s, 957 and 114 ms; the seven-segment human 3.9 and 2.6 s, 156
-# and 156 ms. Forward mode keeps the unrolled kernel's JVP (see _tangent_split).
+# per output. ``python -m benchmarks.design --only reverse_form`` (1e5 samples, run
+# ms through unrolled / matrix, two rounds): d/dq of sum(sin(tau)) 3-chain 38, 33 /
+# 27, 26; 4-chain 81, 70 / 39, 57; 5-chain 277, 303 / 47, 54; 7-chain 1007, 973 /
+# 123, 119; the human 123, 140 / 125, 151. The model's gradient with
+# gradient="autodiff": 3-chain 13, 10 / 24, 18 (and the 3-chain's d/dq compiles in
+# 2.7 s through the matrix form, 0.8 to 1.0 s unrolled: hence 4 segments); 4-chain
+# 40, 25 / 40, 34; 5-chain 70, 62 / 55, 48; 7-chain 116, 106 / 114, 104; the human
+# 122, 132 / 102, 78. Forward mode keeps the unrolled kernel's JVP (see
+# _tangent_split).
 _REVERSE_MATRIX_MIN = 4
 
 
