@@ -8,6 +8,8 @@ the forward dynamics. Random models and states with fixed seeds, every combinati
 of chain/tree, fixed/floating base and relative/absolute coordinates, both methods.
 """
 
+import functools
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -302,8 +304,8 @@ def test_reverse_mode_of_long_unrolled_recursions_goes_through_the_matrix_form()
     rng = np.random.default_rng(86)
     model = random_model(rng, 5, tree=True, base="floating", coordinates="absolute")
     short = random_model(rng, jb._REVERSE_MATRIX_MIN - 1)
+    raw = object()
     for m, switched in ((model, True), (short, False)):
-        raw = object()
         assert (jb._reverse_raw(jb.Spec("reactions"), m, raw) is not raw) == switched
     assert jb._reverse_raw(jb.Spec("reactions", "matrix"), model, raw) is raw
     q, qd, qdd, loads = (jnp.asarray(x) for x in batch_state(87, model, 3))
@@ -316,17 +318,19 @@ def test_reverse_mode_of_long_unrolled_recursions_goes_through_the_matrix_form()
 
     params = jb._model_params(model)
     ref_g = jax.grad(ref, argnums=(0, 1, 2, 3, 4))(params, q, qd, qdd, loads)
-    for gradient in ("adjoint", "autodiff"):
-        def loss(m, *x):
-            lam = jaxmb.joint_reactions(m, *x, joints=joints, frame="segment", gradient=gradient)
-            return jnp.sum(w * jnp.sin(lam))
+    def loss(m, *x, gradient):
+        lam = jaxmb.joint_reactions(m, *x, joints=joints, frame="segment", gradient=gradient)
+        return jnp.sum(w * jnp.sin(lam))
 
-        got = jax.jit(jax.grad(loss, argnums=(0, 1, 2, 3, 4)))(model, q, qd, qdd, loads)
+    for gradient in ("adjoint", "autodiff"):
+        grad = jax.jit(jax.grad(functools.partial(loss, gradient=gradient), argnums=(0, 1, 2, 3, 4)))
+        got = grad(model, q, qd, qdd, loads)
         for a, b, name in zip(got[1:], ref_g[1:], ("q", "qd", "qdd", "loads")):
             np.testing.assert_allclose(a, b, rtol=RTOL, atol=1e-9, err_msg=f"{gradient}: d/d{name}")
         for a, b in zip((got[0].joint_attach, got[0].com, got[0].mass, got[0].inertia, got[0].gravity), ref_g[0]):
             np.testing.assert_allclose(a, b, rtol=RTOL, atol=1e-9, err_msg=gradient)
-    t = jax.jvp(lambda x: loss(model, x, qd, qdd, loads), (q,), (jnp.ones_like(q),))[1]
+    # forward mode (gradient="autodiff" only) along all-ones in q: the sum of d/dq
+    t = jax.jvp(lambda x: loss(model, x, qd, qdd, loads, gradient="autodiff"), (q,), (jnp.ones_like(q),))[1]
     np.testing.assert_allclose(t, jnp.sum(ref_g[1]), rtol=RTOL)
 
 
