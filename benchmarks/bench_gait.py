@@ -5,6 +5,12 @@ against the NumPy notebook method (SciPy filtfilt and a segment-by-segment
     python -m benchmarks.bench_gait [--trials 1000] [--baseline-trials 40] [--quick]
     python -m benchmarks.bench_gait --hugepages [--rounds 2]
 
+jaxmb is timed twice: the whole result (``analyze``'s default: angles, velocities,
+moments, powers, reactions in two frames, base residual, segment angles, force and
+centre of pressure, 34 values a frame) and ``outputs=("moments", "reactions")``,
+what the notebook's ``invdyn2d`` returns (the joint moments and forces, 9 values a
+frame); the NumPy method computes those too.
+
 The 1,000 trials are van den Bogert's running trial (6,001 frames at 10 kHz) with
 each trial's marker positions shifted and scaled and its force scaled by a few per
 cent (seeded), so that every trial is different. Both methods filter markers and
@@ -38,6 +44,8 @@ import numpy as np
 from . import common
 
 CUTOFF = 15.0
+#: the NumPy method's outputs (invdyn2d's Fp and Mp): analyze's outputs= for the like-for-like timing
+LOADS = ("moments", "reactions")
 HUGEPAGES = common.HUGEPAGES
 
 
@@ -56,7 +64,10 @@ def make_trials(n: int, seed: int = 0):
 
 
 def numpy_method(d, pts, force, cop, b):
-    """One trial the notebook's way: filtfilt, second differences, invdyn2d."""
+    """One trial the notebook's way: filtfilt, second differences, invdyn2d.
+    Returns the hip, knee, ankle moments (T, 3) and forces (T, 3, 2): the force and
+    moment that each segment's proximal neighbour exerts on it, as invdyn2d's Fp and
+    Mp (jaxmb's joint_reactions and joint_moments)."""
     import scipy.signal as ss
 
     from jaxmb import signal
@@ -72,7 +83,7 @@ def numpy_method(d, pts, force, cop, b):
     L = np.array([np.linalg.norm(P[q] - P[p], axis=1).mean() for p, q in names])
     g = np.array([0.0, -d.gravity])
     F_d, M_d, p_d = f, np.zeros(len(f)), c
-    out = []
+    out, forces = [], []
     for j in (2, 1, 0):
         p, q = names[j]
         v = P[q] - P[p]
@@ -83,9 +94,10 @@ def numpy_method(d, pts, force, cop, b):
         cr = lambda r, F: r[:, 0] * F[:, 1] - r[:, 1] * F[:, 0]  # noqa: E731
         M_p = seg["inertia"][j] * alpha - M_d - cr(p_d - com, F_d) - cr(P[p] - com, F_p)
         out.append(M_p)
+        forces.append(F_p)
         F_d, M_d, p_d = -F_p, -M_p, P[p]
     del L
-    return np.stack(out[::-1], 1)
+    return np.stack(out[::-1], 1), np.stack(forces[::-1], 1)
 
 
 def run(trials: int = 1000, baseline_trials: int = 40, quick: bool = False, log=print) -> dict:
@@ -107,17 +119,28 @@ def run(trials: int = 1000, baseline_trials: int = 40, quick: bool = False, log=
     def jaxmb_all():
         return gait.analyze(**pts, force=force, cop=cop, **kw)
 
+    def jaxmb_loads():
+        return gait.analyze(**pts, force=force, cop=cop, outputs=LOADS, **kw)
+
     def numpy_sub():
         return [numpy_method(d, sub_pts, force[sub, :, :], cop[sub], b) for b in range(baseline_trials)]
 
-    t = common.alternate({"jaxmb": jaxmb_all, "numpy": numpy_sub}, repeats=2 if quick else 3, warmup=0)
+    t0 = time.perf_counter()
+    loads = jaxmb_loads()
+    t_first_loads = time.perf_counter() - t0
+    fns = {"jaxmb": jaxmb_all, "jaxmb_loads": jaxmb_loads, "numpy": numpy_sub}
+    t = common.alternate(fns, repeats=2 if quick else 3, warmup=0)
     one_call = common.rusage(jaxmb_all)  # after the timed calls: a steady state
+    one_call_loads = common.rusage(jaxmb_loads)
     t_np = t["numpy"]["median"] * trials / baseline_trials
     t_jx = t["jaxmb"]["median"]
+    t_ld = t["jaxmb_loads"]["median"]
     # the two methods agree (the same filtering and differentiation, two formulations)
-    ref = numpy_sub()[0]
+    ref_m, ref_f = numpy_sub()[0]
     on = slice(d.heel_strike, d.toe_off)
-    agree = float(np.abs(first.moments[0, on] - ref[on]).max() / np.abs(ref[on]).max())
+    agree = float(np.abs(first.moments[0, on] - ref_m[on]).max() / np.abs(ref_m[on]).max())
+    agree_f = float(np.abs(first.reactions[0, on] - ref_f[on]).max() / np.abs(ref_f[on]).max())
+    same = float(max(np.abs(loads.moments - first.moments).max(), np.abs(loads.reactions - first.reactions).max()))
     frames = trials * pts["hip"].shape[1]
     res = {
         "environment": common.environment(),
@@ -131,8 +154,16 @@ def run(trials: int = 1000, baseline_trials: int = 40, quick: bool = False, log=
         "numpy_measured_trials": baseline_trials,
         "numpy_frames_per_s": frames / t_np,
         "speedup": t_np / t_jx,
+        "loads_outputs": list(LOADS),
+        "first_call_loads_s": t_first_loads,
+        "jaxmb_loads_s": t_ld,
+        "jaxmb_loads_frames_per_s": frames / t_ld,
+        "speedup_loads": t_np / t_ld,
         "max_moment_difference_relative": agree,
+        "max_force_difference_relative": agree_f,
+        "loads_vs_whole_max_difference": same,
         "one_call": one_call,
+        "one_call_loads": one_call_loads,
         "glibc_tunables": os.environ.get("GLIBC_TUNABLES", ""),
         "timings": t,
     }
@@ -140,8 +171,11 @@ def run(trials: int = 1000, baseline_trials: int = 40, quick: bool = False, log=
         f"({frames / t_jx:.3g} frames/s)")  # fmt: skip
     log(f"NumPy notebook method (filtfilt + invdyn2d per trial): {t_np:.2f} s for {trials} trials "
         f"(measured on {baseline_trials}, scaled), {frames / t_np:.3g} frames/s")  # fmt: skip
-    log(f"speed-up {t_np / t_jx:.1f}x (target >= 3x on a 2-core CPU); moments agree within "
-        f"{100 * agree:.2g} % of the peak")  # fmt: skip
+    log(f"jaxmb.gait.analyze(..., outputs={LOADS}), the NumPy method's outputs: first call "
+        f"{t_first_loads:.2f} s, then {t_ld:.2f} s ({frames / t_ld:.3g} frames/s)")  # fmt: skip
+    log(f"speed-up {t_np / t_jx:.1f}x (whole result), {t_np / t_ld:.1f}x (moments and reactions; target >= 3x "
+        f"on a 2-core CPU); moments agree within {100 * agree:.2g} %, forces within {100 * agree_f:.2g} % of "
+        f"the peak")  # fmt: skip
     log(f"one call of jaxmb: {one_call['user_s']:.2f} s user, {one_call['system_s']:.2f} s system CPU time, "
         f"{one_call['minor_faults']} minor page faults")  # fmt: skip
     return res
@@ -158,28 +192,33 @@ def run_hugepages(argv: list, rounds: int = 2, log=print) -> dict:
             "children": len(runs[name]),
             "glibc_tunables": runs[name][0]["glibc_tunables"],
             "jaxmb_s": med(name, "jaxmb_s"),
+            "jaxmb_loads_s": med(name, "jaxmb_loads_s"),
             "numpy_s_extrapolated": med(name, "numpy_s_extrapolated"),
             "speedup": med(name, "speedup"),
+            "speedup_loads": med(name, "speedup_loads"),
             "system_s": statistics.median(x["one_call"]["system_s"] for x in runs[name]),
             "minor_faults": statistics.median(x["one_call"]["minor_faults"] for x in runs[name]),
-            "runs": [{k: x[k] for k in ("jaxmb_s", "numpy_s_extrapolated", "speedup", "one_call")} for x in runs[name]],
+            "runs": [{k: x[k] for k in ("jaxmb_s", "jaxmb_loads_s", "numpy_s_extrapolated", "speedup", "speedup_loads",
+                                        "one_call", "one_call_loads")} for x in runs[name]],  # fmt: skip
         }
         for name in runs
     }
     # the top-level figures: the default environment, medians over its children
-    for k in ("jaxmb_s", "numpy_s_extrapolated", "speedup"):
+    for k in ("jaxmb_s", "jaxmb_loads_s", "numpy_s_extrapolated", "speedup", "speedup_loads"):
         res[k] = summary["default"][k]
     frames = res["trials"] * res["frames_per_trial"]
     res["jaxmb_frames_per_s"] = frames / res["jaxmb_s"]
+    res["jaxmb_loads_frames_per_s"] = frames / res["jaxmb_loads_s"]
     res["numpy_frames_per_s"] = frames / res["numpy_s_extrapolated"]
     res["environment"] = common.environment()
     res["configurations"] = summary
-    res["note"] = ("jaxmb_s, numpy_s_extrapolated, speedup and the frame rates: medians over the default "
-                   "environment's children; first_call_s, one_call, timings and max_moment_difference_relative: "
-                   "its first child; every child's figures under configurations")  # fmt: skip
+    res["note"] = ("jaxmb_s, jaxmb_loads_s, numpy_s_extrapolated, speedup, speedup_loads and the frame rates: "
+                   "medians over the default environment's children; first_call_s, one_call, timings and the "
+                   "differences: its first child; every child's figures under configurations")  # fmt: skip
     for name, v in summary.items():
         log(f"{name} ({v['glibc_tunables'] or 'no GLIBC_TUNABLES'}), medians of {v['children']} processes: "
-            f"jaxmb {v['jaxmb_s']:.2f} s, NumPy {v['numpy_s_extrapolated']:.2f} s, {v['speedup']:.2f}x; "
+            f"jaxmb {v['jaxmb_s']:.2f} s, {v['speedup']:.2f}x (moments and reactions: {v['jaxmb_loads_s']:.2f} s, "
+            f"{v['speedup_loads']:.2f}x), NumPy {v['numpy_s_extrapolated']:.2f} s; "
             f"one call {v['system_s']:.2f} s system time, {v['minor_faults']:.0f} minor page faults")  # fmt: skip
     return res
 

@@ -330,20 +330,23 @@ def joint_moments(model: Model, q, qd, qdd, loads=None, *, kernel: str = "auto",
     return _batch.run(_spec("moments", kernel=kernel, chunk=chunk, gradient=gradient), model, q, qd, qdd, loads)
 
 
-def rnea_full(model: Model, q, qd, qdd, loads=None):
+def rnea_full(model: Model, q, qd, qdd, loads=None, *, kernel: str = "auto", chunk: int | None = None):
     """Recursive Newton-Euler pass returning every joint load.
 
-    Cost: XLA:CPU computes each output row of the unrolled recursion in a loop of
-    its own, recomputing the shared kinematics, so the time grows with the number
-    of rows returned (dof + 3 segments). When only some are needed, the functions
-    that return them are faster: for the three-segment leg, ``joint_moments`` and
-    ``joint_reactions`` together took a third of the time of this function.
+    Cost: XLA:CPU computes each output row of the unrolled recursion (the default
+    kernel up to 10 segments) in a loop of its own, recomputing the shared
+    kinematics, so the time grows with the number of rows returned (dof + 3
+    segments): for the three-segment leg, ``joint_moments`` and ``joint_reactions``
+    together took a third of the time of this function. ``kernel="matrix"``
+    materialises the recursion once and writes the rows from it: the gait
+    pipeline's choice for moments and reactions together (``jaxmb.gait._KERNEL``).
 
     Args:
       model: the model.
       q, qd, qdd: (..., dof) generalized coordinates, velocities, accelerations.
       loads: optional (segments, 3) or (..., segments, 3) world-frame wrenches
         (Fx, Fy, Mz) at the centres of mass (N, N, N m).
+      kernel, chunk: as :func:`inverse_dynamics`.
 
     Returns:
       (tau, F, T):
@@ -355,7 +358,7 @@ def rnea_full(model: Model, q, qd, qdd, loads=None):
         base must supply.
     """
     (q, qd, qdd), loads = _batched(model, (q, qd, qdd), ("q", "qd", "qdd"), loads)
-    out = _batch.run(_spec("full"), model, q, qd, qdd, loads)
+    out = _batch.run(_spec("full", kernel=kernel, chunk=chunk), model, q, qd, qdd, loads)
     dof, n = model.dof, model.segments
     F = out[..., dof : dof + 2 * n]
     return out[..., :dof], F.reshape(F.shape[:-1] + (n, 2)), out[..., dof + 2 * n :]

@@ -49,6 +49,7 @@ __all__ = [
     "JOINTS",
     "SEGMENTS",
     "TERMS",
+    "OUTPUTS",
 ]
 
 #: Joint names, in the order of every (..., 3) result: the proximal joint of each segment.
@@ -57,6 +58,9 @@ JOINTS = ("hip", "knee", "ankle")
 SEGMENTS = ("thigh", "shank", "foot")
 #: The terms of the inverse dynamics that :func:`term_effects` separates.
 TERMS = ("gravity", "ground_reaction", "linear_inertia", "rotational_inertia")
+#: The per-sample results that :func:`analyze` can return (its ``outputs=``).
+OUTPUTS = ("angles", "velocities", "moments", "powers", "reactions", "reactions_segment", "base_residual",
+           "segment_angles", "force", "cop")  # fmt: skip
 
 _CONVENTIONS = ("jaxmb", "clinical")
 # clinical = sign * jaxmb (+ offset for angles): hip flexion (+), knee flexion (-),
@@ -176,7 +180,8 @@ class GaitResult:
     """Result of :func:`analyze`: NumPy arrays, leading batch shape ``...`` as the inputs.
 
     Joint order hip, knee, ankle (:data:`JOINTS`) in every (..., T, 3) array. Samples
-    past a trial's ``frames`` (padding) are NaN.
+    past a trial's ``frames`` (padding) are NaN. The per-sample fields named in
+    :data:`OUTPUTS` are None when ``analyze(..., outputs=...)`` left them out.
 
     Attributes:
       time: (T,) s, from 0 at the kinematics' rate.
@@ -215,16 +220,16 @@ class GaitResult:
     """
 
     time: np.ndarray
-    angles: np.ndarray
-    velocities: np.ndarray
-    moments: np.ndarray
-    powers: np.ndarray
-    reactions: np.ndarray
-    reactions_segment: np.ndarray
-    base_residual: np.ndarray
-    segment_angles: np.ndarray
-    force: np.ndarray
-    cop: np.ndarray
+    angles: np.ndarray | None
+    velocities: np.ndarray | None
+    moments: np.ndarray | None
+    powers: np.ndarray | None
+    reactions: np.ndarray | None
+    reactions_segment: np.ndarray | None
+    base_residual: np.ndarray | None
+    segment_angles: np.ndarray | None
+    force: np.ndarray | None
+    cop: np.ndarray | None
     mask: np.ndarray
     frames: np.ndarray
     rate: float
@@ -239,7 +244,15 @@ class GaitResult:
     @property
     def reaction_magnitudes(self) -> np.ndarray:
         """(..., T, 3) magnitude of the hip, knee, ankle reaction forces, N."""
-        return np.linalg.norm(self.reactions, axis=-1)
+        return np.linalg.norm(self.need("reactions"), axis=-1)
+
+    def need(self, name: str) -> np.ndarray:
+        """The field ``name``, or a ValueError saying how to get it if ``analyze``'s
+        ``outputs=`` left it out."""
+        v = getattr(self, name)
+        if v is None:
+            raise ValueError(f"this result has no {name}: include {name!r} in analyze(..., outputs=...)")
+        return v
 
     def _need_mass(self):
         if self.body_mass is None:
@@ -249,12 +262,12 @@ class GaitResult:
     @property
     def moments_per_kg(self) -> np.ndarray:
         """(..., T, 3) joint moments divided by the body mass, N m/kg."""
-        return self.moments / self._need_mass()
+        return self.need("moments") / self._need_mass()
 
     @property
     def powers_per_kg(self) -> np.ndarray:
         """(..., T, 3) joint powers divided by the body mass, W/kg."""
-        return self.powers / self._need_mass()
+        return self.need("powers") / self._need_mass()
 
     def to_convention(self, convention: str) -> "GaitResult":
         """The same result in another sign convention ("jaxmb" or "clinical")."""
@@ -263,11 +276,14 @@ class GaitResult:
         if convention == self.convention:
             return self
         to_j = self.convention == "clinical"
-        ang, vel, mom = self.angles, self.velocities, self.moments
-        if to_j:  # clinical -> jaxmb
-            ang, vel, mom = (ang - _ANGLE_OFFSET) * _ANGLE_SIGN, vel * _ANGLE_SIGN, mom * _MOMENT_SIGN
-        else:
-            ang, vel, mom = ang * _ANGLE_SIGN + _ANGLE_OFFSET, vel * _ANGLE_SIGN, mom * _MOMENT_SIGN
+
+        def flip(x, sign, offset=0.0):
+            if x is None:
+                return None
+            return (x - offset) * sign if to_j else x * sign + offset
+
+        ang = flip(self.angles, _ANGLE_SIGN, _ANGLE_OFFSET)
+        vel, mom = flip(self.velocities, _ANGLE_SIGN), flip(self.moments, _MOMENT_SIGN)
         terms = None
         if self.terms is not None:
             terms = {k: (m * _MOMENT_SIGN, r) for k, (m, r) in self.terms.items()}
@@ -481,15 +497,15 @@ def _foot_loads(L, d, q, frc, mz):
     return jnp.stack([zero, zero, zero, zero, zero, zero, fx, fy, m], -1).reshape(fx.shape + (3, 3))
 
 
-def _dynamics(params, q, qd, qdd, frc, mz, pelvis, pelvis_rate, *, terms: bool):
+def _dynamics(params, q, qd, qdd, frc, mz, pelvis, pelvis_rate, *, terms: bool, outputs: tuple = OUTPUTS):
     """One jitted computation over trials (B) and samples (T): moments, reactions,
-    angles, powers. params: (L, d, m, I) (B, 3) each and gravity (); mz, pelvis and
-    pelvis_rate (B, T) or None."""
+    angles, powers, those of ``outputs`` (:data:`OUTPUTS`) only. params: (L, d, m, I)
+    (B, 3) each and gravity (); mz, pelvis and pelvis_rate (B, T) or None."""
     import jax
     import jax.numpy as jnp
 
     from .batch import sincos
-    from .dynamics import joint_moments
+    from .dynamics import joint_moments, rnea_full
     from .reactions import joint_reactions
 
     L, d, m, I, g = params
@@ -501,16 +517,22 @@ def _dynamics(params, q, qd, qdd, frc, mz, pelvis, pelvis_rate, *, terms: bool):
 
     loads = _foot_loads(L[:, None], d[:, None], q, frc, mz)  # (B, T, 3, 3)
 
+    want = set(outputs)
+    need_tau = terms or bool(want & {"moments", "powers", "base_residual"})
+    need_lam = terms or bool(want & {"reactions", "reactions_segment", "base_residual"})
+
     def solve(model, q, qd, qdd, ld, use_loads=True):
         if not use_loads:
             ld = jnp.zeros_like(ld)
         # the moment T and the force F that each segment's parent exerts at its joint
-        # (world frame): two calls of 3 and 6 output rows. rnea_full gives both in one
-        # pass but also the generalized forces, 14 rows, and XLA:CPU recomputes the
-        # recursion for every row it writes (slower here in an ad-hoc A/B timing; the
-        # pipeline's figure is python -m benchmarks.bench_gait)
-        call = lambda f: jax.vmap(lambda a, b, c, e: f(model, a, b, c, e))(q, qd, qdd, ld)  # noqa: E731
-        return call(joint_moments), call(joint_reactions)
+        # (world frame), those that the outputs need: both from one pass of
+        # rnea_full (the matrix kernel materialises its rows, see _KERNEL), or one
+        # of joint_moments and joint_reactions
+        call = lambda f: jax.vmap(lambda a, b, c, e: f(model, a, b, c, e, kernel=_KERNEL))(q, qd, qdd, ld)  # noqa: E731
+        if need_tau and need_lam:
+            _, F, T = call(rnea_full)
+            return T, F
+        return (call(joint_moments) if need_tau else None), (call(joint_reactions) if need_lam else None)
 
     def trial(L, d, m, I, q, qd, qdd, ld):
         model = model_of(L, d, m, I, g)
@@ -528,6 +550,15 @@ def _dynamics(params, q, qd, qdd, frc, mz, pelvis, pelvis_rate, *, terms: bool):
         return out
 
     out = jax.vmap(trial)(L, d, m, I, q, qd, qdd, loads)
+    tau, lam = out.pop("moments"), out.pop("reactions")
+    if terms or "moments" in want:
+        out["moments"] = tau
+    if terms or "reactions" in want:
+        out["reactions"] = lam
+    if "base_residual" in want:
+        out["base_residual"] = jnp.concatenate([lam[..., 0, :], tau[..., :1]], -1)
+    if not want & {"angles", "velocities", "powers", "reactions_segment"}:
+        return out
     theta, omega = q[..., 2:], qd[..., 2:]
     # relative angles: hip from the pelvis's downward axis (theta_thigh + pi/2), knee, ankle
     hip = theta[..., :1] + jnp.pi / 2
@@ -537,12 +568,17 @@ def _dynamics(params, q, qd, qdd, frc, mz, pelvis, pelvis_rate, *, terms: bool):
     rel = jnp.concatenate([hip, theta[..., 1:] - theta[..., :-1]], -1)
     rel = rel - 2 * jnp.pi * jnp.round(rel[:, :1] / (2 * jnp.pi))  # first sample in (-pi, pi]
     rel_rate = jnp.concatenate([hip_rate, omega[..., 1:] - omega[..., :-1]], -1)
-    lam = out["reactions"]
-    c, s = sincos(theta)
-    axial = c * lam[..., 0] + s * lam[..., 1]
-    shear = -s * lam[..., 0] + c * lam[..., 1]
-    out.update(angles=rel, velocities=rel_rate, powers=out["moments"] * rel_rate,
-               reactions_segment=jnp.stack([axial, shear], -1))  # fmt: skip
+    if "angles" in want:
+        out["angles"] = rel
+    if "velocities" in want:
+        out["velocities"] = rel_rate
+    if "powers" in want:
+        out["powers"] = tau * rel_rate
+    if "reactions_segment" in want:
+        c, s = sincos(theta)
+        axial = c * lam[..., 0] + s * lam[..., 1]
+        shear = -s * lam[..., 0] + c * lam[..., 1]
+        out["reactions_segment"] = jnp.stack([axial, shear], -1)
     return out
 
 
@@ -584,6 +620,15 @@ def _filter_group(kin, frc, mz, *, rate, force_rate, cutoff, force_cutoff, order
 _FILTER_METHOD = "blocked"
 _FILTER_BLOCK = 32
 _CHUNK = 4
+#: the kernel of the pipeline's inverse dynamics: "matrix" materialises the
+#: recursion's rows, where the unrolled one recomputes it for each of the 9 rows
+#: (moments and reactions) and for each consumer of a row. Whole pipeline, 1,000
+#: running trials, medians of 3 alternated rounds in fresh processes (2-core CPU,
+#: 2026-11-24 UTC): moments and reactions 1.55-1.60 s with "matrix" and one rnea_full
+#: pass against 1.72-1.80 s with two passes and 2.1-2.3 s unrolled; the whole
+#: result about equal (2.1-2.7 s, bound by writing its 1.6 GB). Ad hoc; the
+#: recorded figure is python -m benchmarks.bench_gait.
+_KERNEL = "matrix"
 
 
 def _chunk_size(B: int, target: int) -> int:
@@ -597,7 +642,7 @@ def _chunk_size(B: int, target: int) -> int:
 
 
 def _group_pipeline(pts, force, cop, mz, resample, seg, gravity, pelvis, *, rate, force_rate, cutoff,
-                    force_cutoff, order, from_table, terms, chunk=_CHUNK):  # fmt: skip
+                    force_cutoff, order, from_table, terms, outputs=OUTPUTS, chunk=_CHUNK):  # fmt: skip
     """Equal-length trials, one jitted computation: filtering, resampling, angles,
     lengths, derivatives, segment parameters and the dynamics, a loop over chunks of
     ``chunk`` trials (see :func:`_chunk_pipeline`).
@@ -612,7 +657,7 @@ def _group_pipeline(pts, force, cop, mz, resample, seg, gravity, pelvis, *, rate
     import jax.numpy as jnp
 
     static = dict(rate=rate, force_rate=force_rate, cutoff=cutoff, force_cutoff=force_cutoff, order=order,
-                  from_table=from_table, terms=terms)  # fmt: skip
+                  from_table=from_table, terms=terms, outputs=outputs)  # fmt: skip
     B = force.shape[0]
     b = _chunk_size(B, chunk)
     n = -(-B // b)
@@ -630,7 +675,7 @@ def _group_pipeline(pts, force, cop, mz, resample, seg, gravity, pelvis, *, rate
 
 
 def _chunk_pipeline(pts, force, cop, mz, seg, pelvis, resample, gravity, *, rate, force_rate, cutoff,
-                    force_cutoff, order, from_table, terms):  # fmt: skip
+                    force_cutoff, order, from_table, terms, outputs=OUTPUTS):  # fmt: skip
     """:func:`_group_pipeline` on one chunk of trials (the same arguments)."""
     import jax
     import jax.numpy as jnp
@@ -667,9 +712,29 @@ def _chunk_pipeline(pts, force, cop, mz, seg, pelvis, resample, gravity, *, rate
     inertia = a * (b * lengths) ** 2 if from_table else b
     com = c * lengths
     pel_rate = None if pelvis is None else derivative_jax(pelvis, rate, 1, axis=1)
-    out = _dynamics((lengths, com, mass, inertia, gravity), q, qd, qdd, frc, mz, pelvis, pel_rate, terms=terms)
-    out.update(theta=theta, force=frc, lengths=lengths, mass=mass, inertia=inertia, com=com)
+    out = _dynamics((lengths, com, mass, inertia, gravity), q, qd, qdd, frc, mz, pelvis, pel_rate, terms=terms,
+                    outputs=outputs)  # fmt: skip
+    if "segment_angles" in outputs:
+        out["segment_angles"] = theta
+    if terms or "force" in outputs:
+        out["force"] = frc[..., :2]
+    if "cop" in outputs:
+        out["cop"] = frc[..., 2:]
+    out.update(lengths=lengths, mass=mass, inertia=inertia, com=com)
     return out
+
+
+def _outputs(outputs, terms) -> tuple:
+    """``analyze``'s ``outputs=`` as a sorted tuple of names of :data:`OUTPUTS`."""
+    if outputs is None:
+        return OUTPUTS
+    names = (outputs,) if isinstance(outputs, str) else tuple(outputs)
+    bad = [n for n in names if n not in OUTPUTS]
+    if bad or not names:
+        raise ValueError(f"outputs must be names from {OUTPUTS}, got {outputs!r}")
+    if terms:
+        names += ("moments", "reactions", "force")
+    return tuple(sorted(set(names), key=OUTPUTS.index))
 
 
 @functools.lru_cache(maxsize=None)
@@ -705,6 +770,7 @@ def analyze(
     frames=None,
     convention: str = "jaxmb",
     terms: bool = False,
+    outputs=None,
 ) -> GaitResult:
     """Joint angles, moments, powers and reaction forces of the leg in the sagittal plane.
 
@@ -782,7 +848,15 @@ def analyze(
       frames: optional (...) int, valid samples per trial of padded inputs.
       convention: "jaxmb" or "clinical".
       terms: also return the contribution of each term (:data:`TERMS`) in
-        ``result.terms`` (for :func:`term_effects`; four more inverse dynamics passes).
+        ``result.terms`` (for :func:`term_effects`; four more inverse dynamics passes;
+        implies ``"moments"``, ``"reactions"`` and ``"force"`` in ``outputs``).
+      outputs: None (default: every per-sample result) or a name or names from
+        :data:`OUTPUTS`: only those are computed and returned, the other
+        per-sample fields of the result are None (``time``, ``mask``, ``frames``
+        and ``segments`` are always there). For large batches: the whole result
+        is 31 float64 values a frame (1.5 GB for 1,000 trials of 6,001 frames),
+        ``outputs=("moments", "reactions")`` 9, and the reactions are a pass of
+        their own, skipped when no output needs them.
 
     Returns:
       :class:`GaitResult`. The dynamics run in the dtype JAX gives float64 NumPy
@@ -799,6 +873,7 @@ def analyze(
 
     if convention not in _CONVENTIONS:
         raise ValueError(f"convention must be one of {_CONVENTIONS}, got {convention!r}")
+    outputs = _outputs(outputs, terms)
     rate = _signal._positive(rate, "rate", "Hz")
     force_rate = rate if force_rate is None else _signal._positive(force_rate, "force_rate", "Hz")
     gravity = float(gravity)
@@ -955,7 +1030,7 @@ def analyze(
             if cut is not None and n <= 3 * (order + 1):
                 raise ValueError(f"trials of {n} samples are too short to filter (more than {3 * (order + 1)} needed)")
         fn = _jitted(rate=rate, force_rate=force_rate, cutoff=kc, force_cutoff=fc, order=order,
-                     from_table=from_table, terms=bool(terms))  # fmt: skip
+                     from_table=from_table, terms=bool(terms), outputs=outputs)  # fmt: skip
         pick = (lambda x, n: x) if whole else (lambda x, n: x[idx, :n])  # noqa: E731
         # NumPy arrays go to the compiled function as they are: jax.jit takes them
         # without a copy where they are aligned, and copies them once otherwise
@@ -983,8 +1058,6 @@ def analyze(
     if (lengths <= 0).any() or not np.isfinite(lengths).all():
         b, j = (int(i) for i in np.argwhere(~(lengths > 0))[0])
         raise ValueError(f"the {SEGMENTS[j]} has zero length (trial {b}): check the joint centres")
-    theta = res["theta"]
-    fk = res["force"]
     mass, inertia, com = res["mass"], res["inertia"], res["com"]
     term_out = None
     if terms:
@@ -996,25 +1069,18 @@ def analyze(
     full = bool(kmask.all())
 
     def shaped(x):
+        if x is None:
+            return None
         if not full:
             x = np.where(kmask.reshape((B, T) + (1,) * (x.ndim - 2)), x, np.nan)
         return x.reshape(lead + x.shape[1:])
 
-    moments = res["moments"]
     if terms:
         term_out = {k: (shaped(m_), shaped(r_)) for k, (m_, r_) in tpaths.items()}
+    got = {k: shaped(res.get(k)) for k in OUTPUTS}
     result = GaitResult(
         time=np.arange(T) / rate,
-        angles=shaped(res["angles"]),
-        velocities=shaped(res["velocities"]),
-        moments=shaped(moments),
-        powers=shaped(res["powers"]),
-        reactions=shaped(res["reactions"]),
-        reactions_segment=shaped(res["reactions_segment"]),
-        base_residual=shaped(np.concatenate([res["reactions"][:, :, 0], moments[:, :, :1]], -1)),
-        segment_angles=shaped(theta),
-        force=shaped(fk[..., :2]),
-        cop=shaped(fk[..., 2:]),
+        **got,
         mask=kmask.reshape(lead + (T,)),
         frames=kin_frames.reshape(lead) if lead else int(kin_frames[0]),
         rate=rate,
@@ -1303,6 +1369,7 @@ def rms_errors(result: GaitResult, true_moments, true_force_magnitudes=None, *, 
       forces "forces" (3,) N (over every valid sample) and "forces_rms" (3,).
     """
     r = result.to_convention("jaxmb")
+    r.need("moments")
     tm = np.asarray(true_moments, float)
     if r.moments.shape != tm.shape:
         raise ValueError(f"true_moments must have shape {r.moments.shape}, got {tm.shape}")
@@ -1420,7 +1487,7 @@ def moments_figure(result: GaitResult, true_moments=None, true_force_magnitudes=
     """
     from matplotlib.figure import Figure
 
-    if result.moments.ndim != 2:
+    if result.need("moments").ndim != 2:
         raise ValueError("moments_figure takes the result of one trial")
     fig = Figure(figsize=(10, 7), layout="constrained")
     axs = fig.subplots(3, 2, sharex=True)

@@ -127,6 +127,40 @@ def test_unfiltered_batch_is_one_call(running, monkeypatch):
     np.testing.assert_allclose(res.moments[3], res.moments[0], rtol=0, atol=0)
 
 
+def test_outputs_select_fields_with_the_same_values(running):
+    # outputs= computes only what is asked for (for large batches): the same values
+    # as the whole result, None for the rest, also through padding, the clinical
+    # convention and terms=
+    kw = _decimated(running)
+    two = {k: np.stack([kw[k], kw[k][::-1]]) for k in ("hip", "knee", "ankle", "toe", "force", "cop")}
+    args = dict(rate=kw["rate"], segments=kw["segments"], gravity=G, cutoff=50.0, frames=np.array([601, 500]))
+    full = gait.analyze(**two, **args)
+    for outputs in ("moments", ("powers", "cop", "base_residual", "reactions_segment"),
+                    ("angles", "velocities", "segment_angles", "force", "reactions")):  # fmt: skip
+        part = gait.analyze(**two, **args, outputs=outputs)
+        names = {outputs} if isinstance(outputs, str) else set(outputs)
+        for k in gait.OUTPUTS:
+            if k in names:
+                np.testing.assert_allclose(getattr(part, k), getattr(full, k), rtol=1e-12, atol=1e-9, err_msg=k)
+            else:
+                assert getattr(part, k) is None, k
+        np.testing.assert_array_equal(part.mask, full.mask)
+        for k in ("length", "mass", "inertia", "com"):
+            np.testing.assert_allclose(part.segments[k], full.segments[k], rtol=1e-12)
+    clin = gait.analyze(**two, **args, outputs="moments", convention="clinical")
+    np.testing.assert_allclose(clin.moments, full.moments * [-1, 1, -1], rtol=1e-12, atol=1e-9)
+    assert clin.angles is None and clin.to_convention("jaxmb").velocities is None
+    with pytest.raises(ValueError, match="no reactions: include 'reactions'"):
+        clin.reaction_magnitudes
+    with pytest.raises(ValueError, match="no powers"):
+        clin.powers_per_kg
+    # terms= needs the moments, reactions and force (term_effects): it adds them
+    assert gait._outputs("angles", True) == ("angles", "moments", "reactions", "force")
+    for bad in ("moment", (), ("moments", "torques")):
+        with pytest.raises(ValueError, match="outputs must be names from"):
+            gait.analyze(**two, **args, outputs=bad)
+
+
 def test_force_at_another_rate_is_resampled(running):
     # the force given at twice the kinematics' rate (linearly interpolated) is
     # resampled back onto the kinematics' samples exactly
