@@ -366,12 +366,12 @@ def gait_parts(log=print) -> list:
 
     make, args = _gait_case()
 
-    def no_dynamics(params, q, qd, qdd, frc, mz, pelvis, pelvis_rate, *, terms):
+    def no_dynamics(params, q, qd, qdd, frc, mz, pelvis, pelvis_rate, *, terms, outputs=gait.OUTPUTS):
         # the outputs' shapes from the inputs, one cheap operation each
         z = q[..., 2:] + frc[..., :3]
         pair = jnp.stack([z, z], -1)
-        return {"moments": z, "reactions": pair, "angles": q[..., 2:], "velocities": qd[..., 2:],
-                "powers": z * qd[..., 2:], "reactions_segment": pair}  # fmt: skip
+        return {"moments": z, "reactions": pair, "base_residual": z + qdd[..., 2:], "angles": q[..., 2:],
+                "velocities": qd[..., 2:], "powers": z * qd[..., 2:], "reactions_segment": pair}  # fmt: skip
 
     def stand_in_derivative(x, rate, order=1, axis=0):
         return x * (1.0 + order)
