@@ -620,6 +620,13 @@ def _filter_group(kin, frc, mz, *, rate, force_rate, cutoff, force_cutoff, order
 _FILTER_METHOD = "blocked"
 _FILTER_BLOCK = 32
 _CHUNK = 4
+#: samples that one step of the loop over the batch takes on an accelerator (GPU,
+#: TPU): there the chunks of 4 trials chosen for the CPU's cache would run a long
+#: sequence of small steps (the filter alone is sequential over each trial's blocks
+#: of samples), so a step takes as many trials as fit in 2^22 samples, about 4 GB
+#: of intermediates (about 1 kB a sample). Not measured: no GPU was lent to the
+#: task that chose it.
+_ACCELERATOR_SAMPLES = 2**22
 #: the kernel of the pipeline's inverse dynamics: "matrix" materialises the
 #: recursion's rows, where the unrolled one recomputes it for each of the 9 rows
 #: (moments and reactions) and for each consumer of a row. Whole pipeline, 1,000
@@ -629,6 +636,15 @@ _CHUNK = 4
 #: result about equal (2.1-2.7 s, bound by writing its 1.6 GB). Ad hoc; the
 #: recorded figure is python -m benchmarks.bench_gait.
 _KERNEL = "matrix"
+
+
+def _pipeline_chunk(platform: str, frames: int) -> int:
+    """Trials per step of the pipeline's loop over a batch of trials of ``frames``
+    samples on ``platform`` ("cpu", "gpu", "tpu", ...): :data:`_CHUNK` on the CPU,
+    :data:`_ACCELERATOR_SAMPLES` worth elsewhere."""
+    if platform == "cpu":
+        return _CHUNK
+    return max(1, _ACCELERATOR_SAMPLES // max(1, frames))
 
 
 def _chunk_size(B: int, target: int) -> int:
@@ -815,7 +831,9 @@ def analyze(
     ``()`` or ``(...)``): the trials run in one jitted computation. Trials of unequal
     length: give lists of per-trial arrays (padded here), or padded arrays with
     ``frames`` ``(...,)`` valid samples per trial; samples past ``frames`` are NaN in
-    the result and False in ``result.mask``.
+    the result and False in ``result.mask``. Inside, a loop takes a few trials at a
+    time on the CPU (4: their intermediates stay in the cache) and up to 2^22 samples
+    worth of trials a step on a GPU or TPU (chosen without a GPU to measure it).
 
     Args:
       hip, knee, ankle, toe: (..., T, 2) joint centres (x forward, y up), m; ``toe``
@@ -1030,7 +1048,8 @@ def analyze(
             if cut is not None and n <= 3 * (order + 1):
                 raise ValueError(f"trials of {n} samples are too short to filter (more than {3 * (order + 1)} needed)")
         fn = _jitted(rate=rate, force_rate=force_rate, cutoff=kc, force_cutoff=fc, order=order,
-                     from_table=from_table, terms=bool(terms), outputs=outputs)  # fmt: skip
+                     from_table=from_table, terms=bool(terms), outputs=outputs,
+                     chunk=_pipeline_chunk(jax.default_backend(), nk))  # fmt: skip
         pick = (lambda x, n: x) if whole else (lambda x, n: x[idx, :n])  # noqa: E731
         # NumPy arrays go to the compiled function as they are: jax.jit takes them
         # without a copy where they are aligned, and copies them once otherwise

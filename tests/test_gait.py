@@ -161,6 +161,26 @@ def test_outputs_select_fields_with_the_same_values(running):
             gait.analyze(**two, **args, outputs=bad)
 
 
+def test_loop_over_chunks_of_trials_with_padding(running, monkeypatch):
+    # 5 trials: chunks of 4 on the CPU (no divisor of 5 near 4: padded to 8, two
+    # steps of the loop), against one step of all 5 (an accelerator's chunk)
+    kw = _decimated(running)
+    rng = np.random.default_rng(4)
+    shift = rng.normal(scale=0.01, size=(5, 1, 2))
+    five = {k: kw[k] + shift for k in ("hip", "knee", "ankle", "toe")}
+    five.update(force=kw["force"] * rng.uniform(0.9, 1.1, (5, 1, 1)), cop=kw["cop"] + shift[..., 0])
+    args = dict(rate=kw["rate"], segments=kw["segments"], gravity=G, cutoff=50.0, outputs=("moments", "force"))
+    assert gait._pipeline_chunk("cpu", 601) == 4 and gait._chunk_size(5, 4) == 4
+    # an accelerator's step: 2^22 samples worth of trials, at least one
+    assert gait._pipeline_chunk("gpu", 6001) == 2**22 // 6001 and gait._pipeline_chunk("gpu", 2**23) == 1
+    looped = gait.analyze(**five, **args)
+    monkeypatch.setattr(gait, "_pipeline_chunk", lambda platform, frames: 8)
+    whole = gait.analyze(**five, **args)
+    np.testing.assert_allclose(looped.moments, whole.moments, rtol=1e-12, atol=1e-9)
+    np.testing.assert_allclose(looped.force, whole.force, rtol=1e-12, atol=1e-9)
+    assert not np.allclose(looped.moments[4], looped.moments[0])  # the padding is not in the result
+
+
 def test_force_at_another_rate_is_resampled(running):
     # the force given at twice the kinematics' rate (linearly interpolated) is
     # resampled back onto the kinematics' samples exactly
