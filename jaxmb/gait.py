@@ -623,38 +623,56 @@ _CHUNK = 4
 #: samples that one step of the loop over the batch takes on an accelerator (GPU,
 #: TPU): there the chunks of 4 trials chosen for the CPU's cache would run a long
 #: sequence of small steps (the filter alone is sequential over each trial's blocks
-#: of samples), so a step takes as many trials as fit in 2^22 samples, about 4 GB
-#: of intermediates (about 1 kB a sample). Not measured: no GPU was lent to the
-#: task that chose it.
+#: of samples), so a step takes as many trials as fit in 2^22 samples, an estimated
+#: 4 GB of intermediates (about 1 kB a sample; a quarter of the samples with
+#: terms=True), besides the whole batch's inputs and results (1.6 GB for 1,000
+#: running trials). Not measured: no GPU was lent to the task that chose it.
 _ACCELERATOR_SAMPLES = 2**22
 #: the kernel of the pipeline's inverse dynamics: "matrix" materialises the
 #: recursion's rows, where the unrolled one recomputes it for each of the 9 rows
 #: (moments and reactions) and for each consumer of a row. Whole pipeline, 1,000
 #: running trials, medians of 3 alternated rounds in fresh processes (2-core CPU,
 #: 2026-11-24 UTC): moments and reactions 1.55-1.60 s with "matrix" and one rnea_full
-#: pass against 1.72-1.80 s with two passes and 2.1-2.3 s unrolled; the whole
-#: result about equal (2.1-2.7 s, bound by writing its 1.6 GB). Ad hoc; the
-#: recorded figure is python -m benchmarks.bench_gait.
+#: pass against 1.72-1.80 s with two passes and 2.1-2.3 s unrolled; the moments
+#: alone 1.35-1.45 s against 1.55-1.66 s unrolled, the reactions alone 1.30-1.32 s
+#: against 1.95-2.01 s; the whole result about equal (2.1-2.7 s, bound by writing
+#: its 1.6 GB). Ad hoc; the recorded figure is python -m benchmarks.bench_gait.
 _KERNEL = "matrix"
 
 
-def _pipeline_chunk(platform: str, frames: int) -> int:
+def _platform() -> str:
+    """The platform that ``analyze``'s NumPy inputs go to: that of
+    ``jax.config.jax_default_device`` when set (``jax.default_device(...)``), else the
+    default backend's."""
+    import jax
+
+    dev = jax.config.jax_default_device
+    if dev is None:
+        return jax.default_backend()
+    return dev if isinstance(dev, str) else dev.platform
+
+
+def _pipeline_chunk(platform: str, frames: int, terms: bool = False) -> int:
     """Trials per step of the pipeline's loop over a batch of trials of ``frames``
     samples on ``platform`` ("cpu", "gpu", "tpu", ...): :data:`_CHUNK` on the CPU,
-    :data:`_ACCELERATOR_SAMPLES` worth elsewhere."""
+    :data:`_ACCELERATOR_SAMPLES` worth elsewhere (a quarter of it with ``terms``:
+    four more inverse dynamics passes)."""
     if platform == "cpu":
         return _CHUNK
-    return max(1, _ACCELERATOR_SAMPLES // max(1, frames))
+    samples = _ACCELERATOR_SAMPLES // (4 if terms else 1)
+    return max(1, samples // max(1, frames))
 
 
 def _chunk_size(B: int, target: int) -> int:
-    """A divisor of B near ``target`` (no padded trials), or ``target`` itself."""
+    """A divisor of B near ``target`` (no padded trials), or else the size of
+    ``ceil(B / target)`` balanced chunks (fewer padded trials than chunks)."""
     if B <= target:
         return B
     for b in range(target, max(1, target // 2) - 1, -1):
         if B % b == 0:
             return b
-    return target
+    n = -(-B // target)
+    return -(-B // n)
 
 
 def _group_pipeline(pts, force, cop, mz, resample, seg, gravity, pelvis, *, rate, force_rate, cutoff,
@@ -793,9 +811,10 @@ def analyze(
     The leg is a floating-base chain thigh (hip -> knee), shank (knee -> ankle), foot
     (ankle -> toe), with absolute segment angles from the joint centres and segment
     lengths their mean distances. The ground reaction force acts on the foot at the
-    centre of pressure. Newton-Euler inverse dynamics (:func:`jaxmb.joint_moments`,
-    :func:`jaxmb.joint_reactions`) then gives, from the ground up, the ankle, knee
-    and hip loads: the notebook's segment-by-segment ``invdyn2d``, on jaxmb's core.
+    centre of pressure. Newton-Euler inverse dynamics (:func:`jaxmb.rnea_full`, or
+    :func:`jaxmb.joint_moments` or :func:`jaxmb.joint_reactions` when ``outputs``
+    needs only one of them) then gives, from the ground up, the ankle, knee and hip
+    loads: the notebook's segment-by-segment ``invdyn2d``, on jaxmb's core.
 
     **Filtering.** ``cutoff=None`` (default) filters nothing: right for noise-free
     data (the bundled simulated running data: the notebook, too, filters nothing and
@@ -872,9 +891,9 @@ def analyze(
         :data:`OUTPUTS`: only those are computed and returned, the other
         per-sample fields of the result are None (``time``, ``mask``, ``frames``
         and ``segments`` are always there). For large batches: the whole result
-        is 31 float64 values a frame (1.5 GB for 1,000 trials of 6,001 frames),
-        ``outputs=("moments", "reactions")`` 9, and the reactions are a pass of
-        their own, skipped when no output needs them.
+        is 34 float64 values a frame (1.6 GB for 1,000 trials of 6,001 frames),
+        ``outputs=("moments", "reactions")`` 9; the inverse dynamics returns
+        only the moments or only the reactions when no output needs the other.
 
     Returns:
       :class:`GaitResult`. The dynamics run in the dtype JAX gives float64 NumPy
@@ -1049,7 +1068,7 @@ def analyze(
                 raise ValueError(f"trials of {n} samples are too short to filter (more than {3 * (order + 1)} needed)")
         fn = _jitted(rate=rate, force_rate=force_rate, cutoff=kc, force_cutoff=fc, order=order,
                      from_table=from_table, terms=bool(terms), outputs=outputs,
-                     chunk=_pipeline_chunk(jax.default_backend(), nk))  # fmt: skip
+                     chunk=_pipeline_chunk(_platform(), nk, bool(terms)))  # fmt: skip
         pick = (lambda x, n: x) if whole else (lambda x, n: x[idx, :n])  # noqa: E731
         # NumPy arrays go to the compiled function as they are: jax.jit takes them
         # without a copy where they are aligned, and copies them once otherwise

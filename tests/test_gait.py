@@ -161,20 +161,41 @@ def test_outputs_select_fields_with_the_same_values(running):
             gait.analyze(**two, **args, outputs=bad)
 
 
+def test_terms_with_a_subset_of_outputs(running, running_result):
+    part = gait.analyze(**running.inputs(), terms=True, outputs="angles")
+    assert part.powers is None and part.reactions_segment is None
+    for k in ("angles", "moments", "reactions", "force"):
+        np.testing.assert_allclose(getattr(part, k), getattr(running_result, k), rtol=1e-12, atol=1e-9, err_msg=k)
+    a, b = gait.term_effects(part, running.moments), gait.term_effects(running_result, running.moments)
+    for k in ("quasi_static", "without_gravity"):
+        np.testing.assert_allclose(a[k]["moments"], b[k]["moments"], rtol=1e-12, atol=1e-9)
+        np.testing.assert_allclose(a[k]["moment_error_rms"], b[k]["moment_error_rms"], rtol=1e-9)
+
+
 def test_loop_over_chunks_of_trials_with_padding(running, monkeypatch):
-    # 5 trials: chunks of 4 on the CPU (no divisor of 5 near 4: padded to 8, two
-    # steps of the loop), against one step of all 5 (an accelerator's chunk)
+    # 5 trials: chunks of 4 on the CPU (no divisor of 5 near 4: two balanced
+    # chunks of 3, one padded trial), against one step of all 5 (an accelerator's)
     kw = _decimated(running)
     rng = np.random.default_rng(4)
     shift = rng.normal(scale=0.01, size=(5, 1, 2))
     five = {k: kw[k] + shift for k in ("hip", "knee", "ankle", "toe")}
     five.update(force=kw["force"] * rng.uniform(0.9, 1.1, (5, 1, 1)), cop=kw["cop"] + shift[..., 0])
     args = dict(rate=kw["rate"], segments=kw["segments"], gravity=G, cutoff=50.0, outputs=("moments", "force"))
-    assert gait._pipeline_chunk("cpu", 601) == 4 and gait._chunk_size(5, 4) == 4
-    # an accelerator's step: 2^22 samples worth of trials, at least one
-    assert gait._pipeline_chunk("gpu", 6001) == 2**22 // 6001 and gait._pipeline_chunk("gpu", 2**23) == 1
+    assert gait._pipeline_chunk("cpu", 601) == 4 and gait._chunk_size(5, 4) == 3
+    # balanced chunks pad fewer trials than there are chunks
+    for B, target in ((699, 698), (1001, 698), (1000, 4), (7, 4), (1, 4)):
+        b = gait._chunk_size(B, target)
+        n = -(-B // b)
+        assert b <= target and n * b - B < n, (B, target, b)
+    # an accelerator's step: as many trials as fit in 2^22 samples (a quarter with
+    # terms), at least one
+    for frames, terms in ((6001, False), (6001, True), (601, False), (2**23, False)):
+        k = gait._pipeline_chunk("gpu", frames, terms)
+        budget = 2**22 // (4 if terms else 1)
+        assert k >= 1 and (k * frames <= budget or k == 1) and (k + 1) * frames > budget
+    assert gait._platform() == "cpu"
     looped = gait.analyze(**five, **args)
-    monkeypatch.setattr(gait, "_pipeline_chunk", lambda platform, frames: 8)
+    monkeypatch.setattr(gait, "_pipeline_chunk", lambda platform, frames, terms: 8)
     whole = gait.analyze(**five, **args)
     np.testing.assert_allclose(looped.moments, whole.moments, rtol=1e-12, atol=1e-9)
     np.testing.assert_allclose(looped.force, whole.force, rtol=1e-12, atol=1e-9)
