@@ -47,8 +47,13 @@ def test_projection_equals_recursive(case):
     rec = jaxmb.joint_reactions(model, q, qd, qdd, loads, method="recursive")
     assert proj.shape == (model.segments, 2)
     np.testing.assert_allclose(proj, rec, rtol=RTOL, atol=ATOL)
-    # and the recursive forces are those of rnea_full
-    np.testing.assert_allclose(rec, jaxmb.rnea_full(model, q, qd, qdd, loads)[1], rtol=RTOL, atol=ATOL)
+    # and the recursive forces are those of rnea_full, with either kernel (the matrix
+    # one is the gait pipeline's), whose moments are joint_moments'
+    T = jaxmb.joint_moments(model, q, qd, qdd, loads)
+    for kernel in ("unrolled", "matrix"):
+        _, F, T_full = jaxmb.rnea_full(model, q, qd, qdd, loads, kernel=kernel)
+        np.testing.assert_allclose(F, rec, rtol=RTOL, atol=ATOL)
+        np.testing.assert_allclose(T_full, T, rtol=RTOL, atol=ATOL)
 
 
 def test_newton_euler_on_every_segment(case):

@@ -393,6 +393,9 @@ def test_shape_checks_also_hold_under_jit_and_vmap():
         (lambda: mb.simulate(MODEL, Z, Z, Z, 0.01, steps=2, method="rk45"), r"method must be 'rk4' or 'euler', got 'rk45'"),
         (lambda: mb.coordinates_to(MODEL, Z, "abs"), r"kind must be 'relative' or 'absolute', got 'abs'"),
         (lambda: mb.forces_to(MODEL, Z, "Relative"), r"kind must be 'relative' or 'absolute', got 'Relative'"),
+        (lambda: mb.rnea_full(MODEL, Z, Z, Z, kernel="matrx"), r"kernel must be one of .* got 'matrx'"),
+        (lambda: mb.rnea_full(MODEL, Z, Z, Z, chunk=-1), r"chunk must be an int >= 0"),
+        (lambda: mb.joint_moments(MODEL, Z, Z, Z, kernel="fused"), r"kernel must be one of .* got 'fused'"),
     ],
 )
 def test_keyword_typos_are_rejected(call, message):
