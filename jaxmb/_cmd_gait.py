@@ -3,8 +3,11 @@
 With no input option it analyses the bundled van den Bogert running data (true
 moments and forces known) and reports the errors; ``--c3d FILE`` or ``--trc FILE
 --forces FILE`` analyse a measured trial of one leg (``--side``) over its stance on the
-force plates. Every output is computed first and then written atomically (a temporary
-name, then a rename), so a failed run leaves no half-written file.
+force plates. ``--c3d`` with several files analyses them as one batch (one call of
+:func:`jaxmb.gait.analyze` per sampling rate, trials of unequal length padded), each
+trial's outputs in a folder of its own and a table of every trial's peaks
+(``trials.csv``). Every output is computed first and then written atomically (a
+temporary name, then a rename), so a failed run leaves no half-written file.
 """
 
 from __future__ import annotations
@@ -30,7 +33,9 @@ def add_command(sub) -> None:
         description=__doc__.split("\n\n")[0],
     )
     src = p.add_mutually_exclusive_group()
-    src.add_argument("--c3d", metavar="FILE", help="a C3D trial (markers and force plates; needs ezc3d)")
+    src.add_argument("--c3d", metavar="FILE", nargs="+",
+                     help="C3D trials (markers and force plates; needs ezc3d); several files run as one batch, "
+                          "each trial's outputs in OUT/<file name>/ and every trial's peaks in OUT/trials.csv")  # fmt: skip
     src.add_argument("--trc", metavar="FILE", help="markers in a TRC file (with --forces)")
     p.add_argument("--forces", metavar="FILE", help="Motion Analysis .forces file for --trc")
     p.add_argument("--side", choices=("right", "left"), default="right", help="the leg to analyse (default right)")
@@ -71,7 +76,8 @@ def _cutoff(text, default):
 
 
 def _load(args, progress):
-    """(inputs of analyze, truth or None, stance slice or None, description)."""
+    """A list of trials (inputs of analyze, truth or None, stance slice or None,
+    description, name): one for the bundled data or a TRC file, one per C3D file."""
     from . import gait
 
     if args.forces and not args.trc:
@@ -85,19 +91,33 @@ def _load(args, progress):
         if args.body_mass is not None:
             kw["body_mass"] = args.body_mass
         truth = (data.moments, data.force_magnitudes)
-        return kw, truth, None, "van den Bogert's simulated running (bundled), right leg, 10 kHz"
-    from . import io
+        return [(kw, truth, None, "van den Bogert's simulated running (bundled), right leg, 10 kHz", "running")]
+    if args.c3d:
+        several = len(args.c3d) > 1
+        out = []
+        for path in args.c3d:
+            progress.set_description(f"reading {os.path.basename(path)}" if several else "reading C3D")
+            try:
+                out.append(_load_one(args, path=path))
+            except InputError as e:
+                raise InputError(f"{path}: {e}" if several and path not in str(e) else str(e)) from None
+            progress.update()
+        return out
+    if not args.forces:
+        raise InputError("--trc needs --forces FILE (the ground reaction force)")
+    progress.set_description("reading TRC and forces")
+    return [_load_one(args)]
+
+
+def _load_one(args, path=None):
+    """One measured trial: from the C3D file ``path``, or from --trc and --forces."""
+    from . import gait, io
 
     try:
-        if args.c3d:
-            progress.set_description("reading C3D")
-            trial = io.read_c3d(args.c3d, warn_gaps=False)
-            sg = gait.sagittal(trial, side=args.side)
-            name = args.c3d
+        if path is not None:
+            sg = gait.sagittal(io.read_c3d(path, warn_gaps=False), side=args.side)
+            name = path
         else:
-            if not args.forces:
-                raise InputError("--trc needs --forces FILE (the ground reaction force)")
-            progress.set_description("reading TRC and forces")
             sg = gait.sagittal(io.read_trc(args.trc, warn_gaps=False), io.read_forces(args.forces), side=args.side)
             name = f"{args.trc} + {args.forces}"
     except ImportError as e:
@@ -115,7 +135,69 @@ def _load(args, progress):
     kw.update(body_mass=body_mass, cutoff=_cutoff(args.cutoff, 6.0))
     est = "" if args.body_mass is not None else " (estimated from the plates)"
     desc = f"{name}, {args.side} leg, body mass {body_mass:.1f} kg{est}"
-    return kw, None, slice(*sg.stance), desc
+    return kw, None, slice(*sg.stance), desc, os.path.splitext(os.path.basename(path or args.trc))[0]
+
+
+_PER_TRIAL = ("hip", "knee", "ankle", "toe", "force", "cop")
+
+
+def _analyze(trials):
+    """One :func:`jaxmb.gait.analyze` result per trial: one call for a single trial,
+    and for several one batched call per (rate, force rate), trials of unequal length
+    as lists (padded and masked inside)."""
+    from . import gait
+
+    if len(trials) == 1:
+        return [gait.analyze(**trials[0][0], terms=True)]
+    groups = {}
+    for i, (kw, *_) in enumerate(trials):
+        groups.setdefault((kw["rate"], kw["force_rate"]), []).append(i)
+    results = [None] * len(trials)
+    for (rate, force_rate), idx in groups.items():
+        kws = [trials[i][0] for i in idx]
+        batch = gait.analyze(**{k: [kw[k] for kw in kws] for k in _PER_TRIAL}, rate=rate, force_rate=force_rate,
+                             body_mass=np.array([kw["body_mass"] for kw in kws]), cutoff=kws[0]["cutoff"],
+                             terms=True)  # fmt: skip
+        for b, i in enumerate(idx):
+            results[i] = batch.trial(b)
+    return results
+
+
+def _unique_names(names):
+    """The names, with -2, -3, ... appended to repeats."""
+    seen, out = {}, []
+    for n in names:
+        seen[n] = seen.get(n, 0) + 1
+        out.append(n if seen[n] == 1 else f"{n}-{seen[n]}")
+    return out
+
+
+def _peaks(res, stance):
+    """Clinical-sign peaks over stance, per kg: {joint: (max moment, min moment, max power)}."""
+    from .gait import JOINTS
+
+    r = res.to_convention("clinical")
+    m, pw = r.moments_per_kg[stance], r.powers_per_kg[stance]
+    return {j: (m[:, k].max(), m[:, k].min(), pw[:, k].max()) for k, j in enumerate(JOINTS)}
+
+
+def _trials_table(names, results, stances):
+    """(CSV text, printed lines) of every trial's stance peaks."""
+    from .gait import JOINTS
+
+    cols = ["trial", "frames", "stance_s", "body_mass_kg", "cutoff_hz"] + [
+        f"{j}_{q}" for j in JOINTS for q in ("moment_max_nm_per_kg", "moment_min_nm_per_kg", "power_max_w_per_kg")]
+    rows, lines = [",".join(cols)], []
+    lines.append(f"{'trial':24s}{'stance s':>9s}{'mass kg':>8s}" + "".join(f"{j + ' +/- N m/kg':>22s}" for j in JOINTS))
+    for name, res, st in zip(names, results, stances):
+        pk = _peaks(res, st)
+        cut = "" if res.cutoff is None else f"{float(res.cutoff):.6g}"
+        dur = (st.stop - st.start) / res.rate
+        vals = [f"{v:.6g}" for j in JOINTS for v in pk[j]]
+        rows.append(",".join([name, str(res.frames), f"{dur:.6g}", f"{res.body_mass:.6g}", cut] + vals))
+        lines.append(f"{name[:23]:24s}{dur:9.2f}{res.body_mass:8.1f}"
+                     + "".join(f"{pk[j][0]:13.2f} {pk[j][1]:8.2f}" for j in JOINTS))  # fmt: skip
+    return "\n".join(rows) + "\n", lines
 
 
 def _csv(names, time, *columns, header):
@@ -217,57 +299,80 @@ def _atomic_bytes(path, write):
         raise
 
 
+def _trial_outputs(res, truth, stance, desc, args):
+    """(summary lines, {file name: CSV text}, {file name: figure}) of one trial."""
+    from . import gait
+
+    lines, _ = _summary(res, truth, stance, desc)
+    effects = gait.term_effects(res, None if truth is None else truth[0],
+                                None if truth is None else truth[1])  # fmt: skip
+    lines.append("quasi-static estimate (inertial terms dropped), RMS change of the moments over stance: "
+                 + ", ".join(f"{j} {v:.2f} N m" for j, v in zip(gait.JOINTS, effects["quasi_static"]["moment_change_rms"])))  # fmt: skip
+    out_res = res.to_convention(args.convention)
+    files = _tables(out_res)
+    files["summary.txt"] = "\n".join(lines) + "\n"
+    figures = {}
+    if not args.no_figures:
+        if truth is not None:
+            figures["moments.png"] = gait.moments_figure(out_res, truth[0], truth[1], title=desc)
+        else:
+            figures["stance.png"] = _stance_figure(out_res, stance, desc)
+        figures["quasi_static.png"] = gait.term_effects_figure(
+            out_res, None if truth is None else truth[0], effects if args.convention == "jaxmb" else None)
+    return lines, files, figures
+
+
 def run(args) -> int:
     from tqdm.auto import tqdm
 
-    from . import gait
-
-    steps = 4 if args.no_figures else 5
+    n_files = len(args.c3d) if args.c3d else 1
+    # reading each file, the inverse dynamics, each trial's summary and figures,
+    # writing (each folder when there are several)
+    steps = n_files + 1 + n_files + (n_files + 1 if n_files > 1 else 1)
     with tqdm(total=steps, desc="reading", unit="step", file=sys.stderr, leave=False,
               disable=None) as progress:  # fmt: skip
-        kw, truth, stance, desc = _load(args, progress)
-        progress.update()
+        trials = _load(args, progress)
+        if not args.c3d:
+            progress.update()
         progress.set_description("inverse dynamics")
         try:
-            res = gait.analyze(**kw, terms=True)
+            results = _analyze(trials)
         except ValueError as e:
             raise InputError(str(e)) from None
         progress.update()
-        progress.set_description("summary")
-        if stance is None:  # the running data: stance where the vertical force is on
-            on = np.flatnonzero(res.force[:, 1] != 0)
-            stance = slice(int(on[0]), int(on[-1]) + 1)
-        lines, _ = _summary(res, truth, stance, desc)
-        effects = gait.term_effects(res, None if truth is None else truth[0],
-                                    None if truth is None else truth[1])  # fmt: skip
-        lines.append("quasi-static estimate (inertial terms dropped), RMS change of the moments over stance: "
-                     + ", ".join(f"{j} {v:.2f} N m" for j, v in zip(gait.JOINTS, effects["quasi_static"]["moment_change_rms"])))  # fmt: skip
-        out_res = res.to_convention(args.convention)
-        files = _tables(out_res)
-        files["summary.txt"] = "\n".join(lines) + "\n"
-        progress.update()
-        figures = {}
-        if not args.no_figures:
-            progress.set_description("figures")
-            if truth is not None:
-                figures["moments.png"] = gait.moments_figure(out_res, truth[0], truth[1], title=desc)
-            else:
-                figures["stance.png"] = _stance_figure(out_res, stance, desc)
-            figures["quasi_static.png"] = gait.term_effects_figure(
-                out_res, None if truth is None else truth[0], effects if args.convention == "jaxmb" else None)
+        names = _unique_names([t[4] for t in trials])
+        outputs, stances, lines = {}, [], []
+        for (kw, truth, stance, desc, _), name, res in zip(trials, names, results):
+            progress.set_description(f"summary and figures of {name}" if n_files > 1 else "summary and figures")
+            if stance is None:  # the running data: stance where the vertical force is on
+                on = np.flatnonzero(res.force[:, 1] != 0)
+                stance = slice(int(on[0]), int(on[-1]) + 1)
+            stances.append(stance)
+            trial_lines, files, figures = _trial_outputs(res, truth, stance, desc, args)
+            folder = args.out if n_files == 1 else os.path.join(args.out, name)
+            outputs[folder] = (files, figures)
+            lines += trial_lines if n_files == 1 else []
             progress.update()
+        if n_files > 1:
+            table, lines = _trials_table(names, results, stances)
+            lines = [f"jaxmb gait: {n_files} trials, {args.side} leg, clinical signs (extensor, plantarflexor "
+                     "moments positive), peaks over stance"] + lines  # fmt: skip
+            outputs[args.out] = ({"trials.csv": table, "summary.txt": "\n".join(lines) + "\n"}, {})
         progress.set_description("writing")
-        try:
-            os.makedirs(args.out, exist_ok=True)
-        except OSError as e:
-            raise InputError(f"cannot create the output folder {args.out}: {e.strerror}") from None
-        for name, text in files.items():
-            _atomic_bytes(os.path.join(args.out, name), lambda p, t=text: _write_text(p, t))
-        for name, fig in figures.items():
-            _atomic_bytes(os.path.join(args.out, name), lambda p, f=fig: f.savefig(p, dpi=100))
-        progress.update()
+        written = 0
+        for folder, (files, figures) in outputs.items():
+            try:
+                os.makedirs(folder, exist_ok=True)
+            except OSError as e:
+                raise InputError(f"cannot create the output folder {folder}: {e.strerror}") from None
+            for name, text in files.items():
+                _atomic_bytes(os.path.join(folder, name), lambda p, t=text: _write_text(p, t))
+            for name, fig in figures.items():
+                _atomic_bytes(os.path.join(folder, name), lambda p, f=fig: f.savefig(p, dpi=100))
+            written += len(files) + len(figures)
+            progress.update()
     print("\n".join(lines))
-    print(f"wrote {len(files) + len(figures)} files to {args.out}")
+    print(f"wrote {written} files to {args.out}")
     return 0
 
 

@@ -269,6 +269,38 @@ class GaitResult:
         """(..., T, 3) joint powers divided by the body mass, W/kg."""
         return self.need("powers") / self._need_mass()
 
+    def trial(self, index) -> "GaitResult":
+        """The result of one trial of a batch, cut to its valid frames.
+
+        Args:
+          index: an int, or a tuple of ints for several leading batch axes (negative
+            indices count from the end).
+
+        Raises:
+          ValueError: the result is of one trial already, or ``index`` does not fit
+            the batch shape.
+        """
+        lead = self.mask.shape[:-1]
+        if not lead:
+            raise ValueError("this result is of one trial already")
+        ix = index if isinstance(index, tuple) else (index,)
+        if len(ix) != len(lead) or not all(isinstance(i, (int, np.integer)) and -n <= i < n for i, n in zip(ix, lead)):
+            raise ValueError(f"index must be {len(lead)} int(s) within the batch shape {lead}, got {index!r}")
+        n = int(np.asarray(self.frames)[ix])
+
+        def cut(x):
+            return None if x is None else x[ix][:n]
+
+        def one(x):
+            return x if x is None or np.ndim(x) == 0 else (np.asarray(x)[ix].item())
+
+        return dataclasses.replace(
+            self, time=self.time[:n], **{k: cut(getattr(self, k)) for k in OUTPUTS}, mask=cut(self.mask), frames=n,
+            cutoff=one(self.cutoff), body_mass=one(self.body_mass), height=one(self.height),
+            segments={k: v[ix] for k, v in self.segments.items()},
+            terms=None if self.terms is None else {k: (cut(m), cut(r)) for k, (m, r) in self.terms.items()},
+        )  # fmt: skip
+
     def to_convention(self, convention: str) -> "GaitResult":
         """The same result in another sign convention ("jaxmb" or "clinical")."""
         if convention not in _CONVENTIONS:

@@ -46,6 +46,65 @@ def test_gait_c3d(tmp_path, capsys):
     assert {"stance.png", "moments_per_kg.csv", "moments.csv"} <= {p.name for p in out.iterdir()}
 
 
+def test_gait_several_c3d_files_in_one_batch(tmp_path, capsys):
+    # two files (the same trial twice): one folder each with the single-file outputs,
+    # a table of both trials' peaks; the values those of the single-file command
+    pytest.importorskip("ezc3d")
+    c3d = str(HERE / "data" / "Gait.c3d")
+    one, two = tmp_path / "one", tmp_path / "two"
+    assert cli.main(["gait", "--c3d", c3d, "--no-figures", "--convention", "clinical", "--out", str(one)]) == 0
+    assert cli.main(["gait", "--c3d", c3d, c3d, "--no-figures", "--convention", "clinical", "--out", str(two)]) == 0
+    printed = capsys.readouterr().out
+    assert {p.name for p in two.iterdir()} == {"Gait", "Gait-2", "trials.csv", "summary.txt"}
+    single = np.loadtxt(one / "moments.csv", delimiter=",", skiprows=1)
+    for name in ("Gait", "Gait-2"):
+        assert {p.name for p in (two / name).iterdir()} == {p.name for p in one.iterdir()}
+        np.testing.assert_allclose(np.loadtxt(two / name / "moments.csv", delimiter=",", skiprows=1), single,
+                                   rtol=1e-8, atol=1e-8 * np.abs(single).max())  # fmt: skip
+    with open(two / "trials.csv") as f:
+        header = f.readline().strip().split(",")
+    table = np.genfromtxt(two / "trials.csv", delimiter=",", names=True, dtype=None, encoding=None)
+    assert header[:5] == ["trial", "frames", "stance_s", "body_mass_kg", "cutoff_hz"] and len(table) == 2
+    # the table's peaks are the single trial's, over its stance (the README's figures)
+    ankle = table["ankle_moment_max_nm_per_kg"]
+    assert np.allclose(ankle, ankle[0]) and 1.3 < ankle[0] < 1.9
+    assert re.search(r"^Gait-2\s+0\.\d\d\s+\d+\.\d", printed, re.M)
+
+
+def test_several_trials_of_unequal_length_equal_single_analyses():
+    # the batch path of the command: unequal trials padded in one analyze call, then
+    # each cut back to its frames (GaitResult.trial)
+    pytest.importorskip("ezc3d")
+    import argparse
+
+    args = argparse.Namespace(c3d=[str(HERE / "data" / "Gait.c3d")], trc=None, forces=None, side="right",
+                              body_mass=None, cutoff=None)  # fmt: skip
+    kw, truth, stance, desc, name = _cmd_gait._load_one(args, args.c3d[0])
+    short = dict(kw)
+    n = len(kw["hip"]) - 15
+    for k in ("hip", "knee", "ankle", "toe"):
+        short[k] = kw[k][:n]
+    nf = int(round(n * kw["force_rate"] / kw["rate"]))
+    short["force"], short["cop"] = kw["force"][:nf], kw["cop"][:nf]
+    trials = [(kw, None, stance, desc, name), (short, None, stance, desc, name)]
+    batch = _cmd_gait._analyze(trials)
+    for (k, *_), res in zip(trials, batch):
+        alone = _cmd_gait._analyze([(k, None, stance, desc, name)])[0]
+        assert res.moments.shape == alone.moments.shape and res.frames == alone.frames
+        np.testing.assert_allclose(res.moments, alone.moments, rtol=1e-9, atol=1e-9)
+        np.testing.assert_allclose(res.reactions, alone.reactions, rtol=1e-9, atol=1e-9)
+        assert res.body_mass == alone.body_mass
+
+
+def test_gait_several_c3d_files_one_bad_writes_nothing(tmp_path, capsys):
+    pytest.importorskip("ezc3d")
+    out = tmp_path / "bad"
+    assert cli.main(["gait", "--c3d", str(HERE / "data" / "Gait.c3d"), "missing.c3d", "--out", str(out)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "missing.c3d" in err[0] and "no such file" in err[0], err
+    assert not out.exists()
+
+
 @pytest.mark.parametrize(
     "argv, match",
     [

@@ -107,6 +107,18 @@ def test_batch_equals_loop_and_ragged_trials(running):
                            gravity=G, cutoff=50.0)  # fmt: skip
         np.testing.assert_allclose(ragged.moments[b, :n], one.moments, rtol=1e-10, atol=1e-9)
         assert np.isnan(ragged.moments[b, n:]).all() and not ragged.mask[b, n:].any()
+        # one trial of the batch, cut to its frames
+        t = ragged.trial(b)
+        assert t.frames == n and t.time.shape == (n,) and t.mask.all() and t.cutoff == 50.0
+        for k in gait.OUTPUTS:
+            np.testing.assert_allclose(getattr(t, k), getattr(one, k), rtol=1e-10, atol=1e-9, err_msg=k)
+        np.testing.assert_allclose(t.segments["length"], one.segments["length"], rtol=1e-12)
+    assert ragged.trial(-1).frames == lens[-1]
+    for bad in (3, (0, 0), 1.0):
+        with pytest.raises(ValueError, match="index must be"):
+            ragged.trial(bad)
+    with pytest.raises(ValueError, match="of one trial already"):
+        one.trial(0)
 
 
 def test_unfiltered_batch_is_one_call(running, monkeypatch):
