@@ -13,6 +13,8 @@ temporary name, then a rename), so a failed run leaves no half-written file.
 from __future__ import annotations
 
 import argparse
+import csv
+from io import StringIO
 import os
 import sys
 import tempfile
@@ -40,8 +42,8 @@ def add_command(sub) -> None:
     p.add_argument("--forces", metavar="FILE", help="Motion Analysis .forces file for --trc")
     p.add_argument("--side", choices=("right", "left"), default="right", help="the leg to analyse (default right)")
     p.add_argument("--body-mass", type=float, default=None, metavar="KG",
-                   help="body mass, kg (default: the bundled data's segments; for lab files, estimated "
-                        "from the force plates)")  # fmt: skip
+                   help="body mass, kg, of every trial (default: the bundled data's segments; for lab files, "
+                        "estimated from each trial's force plates)")  # fmt: skip
     p.add_argument("--cutoff", default=None, metavar="HZ|auto",
                    help="low-pass cut-off of markers and force, Hz, or 'auto' (Winter's residual analysis); "
                         "default: none for the bundled simulated data, 6 Hz for lab files")  # fmt: skip
@@ -164,11 +166,15 @@ def _analyze(trials):
 
 
 def _unique_names(names):
-    """The names, with -2, -3, ... appended to repeats."""
-    seen, out = {}, []
+    """The names, with -2, -3, ... appended to repeats (skipping names taken)."""
+    used, out = set(), []
     for n in names:
-        seen[n] = seen.get(n, 0) + 1
-        out.append(n if seen[n] == 1 else f"{n}-{seen[n]}")
+        name, k = n, 1
+        while name in used:
+            k += 1
+            name = f"{n}-{k}"
+        used.add(name)
+        out.append(name)
     return out
 
 
@@ -187,17 +193,20 @@ def _trials_table(names, results, stances):
 
     cols = ["trial", "frames", "stance_s", "body_mass_kg", "cutoff_hz"] + [
         f"{j}_{q}" for j in JOINTS for q in ("moment_max_nm_per_kg", "moment_min_nm_per_kg", "power_max_w_per_kg")]
-    rows, lines = [",".join(cols)], []
+    text = StringIO()
+    table = csv.writer(text, lineterminator="\n")  # quotes a file name with a comma
+    table.writerow(cols)
+    lines = []
     lines.append(f"{'trial':24s}{'stance s':>9s}{'mass kg':>8s}" + "".join(f"{j + ' +/- N m/kg':>22s}" for j in JOINTS))
     for name, res, st in zip(names, results, stances):
         pk = _peaks(res, st)
         cut = "" if res.cutoff is None else f"{float(res.cutoff):.6g}"
         dur = (st.stop - st.start) / res.rate
         vals = [f"{v:.6g}" for j in JOINTS for v in pk[j]]
-        rows.append(",".join([name, str(res.frames), f"{dur:.6g}", f"{res.body_mass:.6g}", cut] + vals))
+        table.writerow([name, str(res.frames), f"{dur:.6g}", f"{res.body_mass:.6g}", cut] + vals)
         lines.append(f"{name[:23]:24s}{dur:9.2f}{res.body_mass:8.1f}"
                      + "".join(f"{pk[j][0]:13.2f} {pk[j][1]:8.2f}" for j in JOINTS))  # fmt: skip
-    return "\n".join(rows) + "\n", lines
+    return text.getvalue(), lines
 
 
 def _csv(names, time, *columns, header):

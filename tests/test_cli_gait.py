@@ -69,6 +69,8 @@ def test_gait_several_c3d_files_in_one_batch(tmp_path, capsys):
     ankle = table["ankle_moment_max_nm_per_kg"]
     assert np.allclose(ankle, ankle[0]) and 1.3 < ankle[0] < 1.9
     assert re.search(r"^Gait-2\s+0\.\d\d\s+\d+\.\d", printed, re.M)
+    # folder names stay unique when a file is itself called like a renamed repeat
+    assert _cmd_gait._unique_names(["a", "a-2", "a", "a"]) == ["a", "a-2", "a-3", "a-4"]
 
 
 def test_several_trials_of_unequal_length_equal_single_analyses():
