@@ -146,7 +146,8 @@ class Model:
             length = changes["length"]
             if _is_traced(length):
                 lp = jnp.broadcast_to(length, (self.segments,))[par]
-                new = jnp.where(np.asarray(self.attach_end), lp, self.attach)
+                # in the traced length's dtype (float32 without a float64 warning)
+                new = jnp.where(np.asarray(self.attach_end), lp, jnp.asarray(self.attach, lp.dtype))
             else:
                 lp = np.broadcast_to(np.asarray(length, float), (self.segments,))[par]
                 new = np.where(self.attach_end, lp, np.asarray(self.attach))

@@ -214,6 +214,38 @@ def test_loop_over_chunks_of_trials_with_padding(running, monkeypatch):
     assert not np.allclose(looped.moments[4], looped.moments[0])  # the padding is not in the result
 
 
+def test_float64_whatever_jax_64_bit_setting(running, running_result):
+    # the default computes in float64 even with JAX's 64-bit mode off (JAX's own
+    # default): in float32 the second differences of 10 kHz positions cancel
+    import jax
+
+    with jax.enable_x64(False):
+        r = gait.analyze(**running.inputs(), outputs="moments")
+    assert r.moments.dtype == np.float64
+    np.testing.assert_allclose(r.moments, running_result.moments, rtol=1e-10, atol=1e-9)
+    err = gait.rms_errors(r, running.moments)["moments"]
+    assert np.all(err <= [0.24, 0.13, 0.02]), err
+    with pytest.raises(ValueError, match="dtype must be 'float64' or 'float32'"):
+        gait.analyze(**running.inputs(), dtype="float16")
+
+
+def test_float32_at_a_lab_rate(running):
+    # float32 (for accelerators) at 200 Hz, filtered at 15 Hz: within 1e-3 of each
+    # output's peak of float64's (measured: 2e-4 for the moments, 4e-4 for the
+    # powers, under 1e-5 for the angles and the force), float32 throughout
+    kw = _decimated(running, step=50)
+    args = dict(rate=kw["rate"], segments=kw["segments"], gravity=G, cutoff=15.0)
+    pts = {k: kw[k] for k in ("hip", "knee", "ankle", "toe", "force", "cop")}
+    r64 = gait.analyze(**pts, **args)
+    r32 = gait.analyze(**pts, **args, dtype="float32")
+    for k in gait.OUTPUTS:
+        a, b = getattr(r64, k), getattr(r32, k)
+        assert b.dtype == np.float32, k
+        tol = 1e-5 if k in ("angles", "segment_angles", "force", "cop") else 1e-3
+        assert np.abs(b - a).max() <= tol * np.abs(a).max(), k
+    assert r32.to_convention("clinical").moments.dtype == np.float32
+
+
 def test_force_at_another_rate_is_resampled(running):
     # the force given at twice the kinematics' rate (linearly interpolated) is
     # resampled back onto the kinematics' samples exactly
