@@ -4,7 +4,8 @@ With no input option it analyses the bundled van den Bogert running data (true
 moments and forces known) and reports the errors; ``--c3d FILE`` or ``--trc FILE
 --forces FILE`` analyse a measured trial of one leg (``--side``) over its stance on the
 force plates. ``--c3d`` with several files analyses them as one batch (one call of
-:func:`jaxmb.gait.analyze` per sampling rate, trials of unequal length padded), each
+:func:`jaxmb.gait.analyze` per pair of marker and force rates, trials of unequal
+length padded), each
 trial's outputs in a folder of its own and a table of every trial's peaks
 (``trials.csv``). Every output is computed first and then written atomically (a
 temporary name, then a rename), so a failed run leaves no half-written file.
@@ -143,10 +144,13 @@ def _load_one(args, path=None):
 _PER_TRIAL = ("hip", "knee", "ankle", "toe", "force", "cop")
 
 
-def _analyze(trials):
+def _analyze(trials, paths=None):
     """One :func:`jaxmb.gait.analyze` result per trial: one call for a single trial,
     and for several one batched call per (rate, force rate), trials of unequal length
-    as lists (padded and masked inside)."""
+    as lists (padded and masked inside). ``paths``: the trials' files, named in the
+    ValueError of a batch (the trial's own file where the error names a trial)."""
+    import re
+
     from . import gait
 
     if len(trials) == 1:
@@ -157,23 +161,37 @@ def _analyze(trials):
     results = [None] * len(trials)
     for (rate, force_rate), idx in groups.items():
         kws = [trials[i][0] for i in idx]
-        batch = gait.analyze(**{k: [kw[k] for kw in kws] for k in _PER_TRIAL}, rate=rate, force_rate=force_rate,
-                             body_mass=np.array([kw["body_mass"] for kw in kws]), cutoff=kws[0]["cutoff"],
-                             terms=True)  # fmt: skip
+        try:
+            batch = gait.analyze(**{k: [kw[k] for kw in kws] for k in _PER_TRIAL}, rate=rate, force_rate=force_rate,
+                                 body_mass=np.array([kw["body_mass"] for kw in kws]), cutoff=kws[0]["cutoff"],
+                                 terms=True)  # fmt: skip
+        except ValueError as e:
+            if paths is None:
+                raise
+            msg = str(e)
+            # "(trial b, sample t)" or "(trial b)", b within the group: the file instead
+            hit = re.search(r" ?\(trial (\d+)(, |\))", msg)
+            if hit and int(hit.group(1)) < len(idx):
+                path = paths[idx[int(hit.group(1))]]
+                msg = msg[: hit.start()] + (" (" if hit.group(2) == ", " else "") + msg[hit.end() :]
+                raise ValueError(f"{path}: {msg}") from None
+            named = ", ".join(paths[i] for i in idx[:3]) + (", ..." if len(idx) > 3 else "")
+            raise ValueError(f"{named}: {msg}") from None
         for b, i in enumerate(idx):
             results[i] = batch.trial(b)
     return results
 
 
 def _unique_names(names):
-    """The names, with -2, -3, ... appended to repeats (skipping names taken)."""
+    """The names, with -2, -3, ... appended to repeats (skipping names taken;
+    compared without case, for case-insensitive file systems)."""
     used, out = set(), []
     for n in names:
         name, k = n, 1
-        while name in used:
+        while name.lower() in used:
             k += 1
             name = f"{n}-{k}"
-        used.add(name)
+        used.add(name.lower())
         out.append(name)
     return out
 
@@ -345,7 +363,7 @@ def run(args) -> int:
             progress.update()
         progress.set_description("inverse dynamics")
         try:
-            results = _analyze(trials)
+            results = _analyze(trials, args.c3d)
         except ValueError as e:
             raise InputError(str(e)) from None
         progress.update()
@@ -368,12 +386,13 @@ def run(args) -> int:
                      "moments positive), peaks over stance"] + lines  # fmt: skip
             outputs[args.out] = ({"trials.csv": table, "summary.txt": "\n".join(lines) + "\n"}, {})
         progress.set_description("writing")
-        written = 0
-        for folder, (files, figures) in outputs.items():
+        for folder in outputs:  # every folder first: a bad one stops the run before any file is written
             try:
                 os.makedirs(folder, exist_ok=True)
             except OSError as e:
                 raise InputError(f"cannot create the output folder {folder}: {e.strerror}") from None
+        written = 0
+        for folder, (files, figures) in outputs.items():
             for name, text in files.items():
                 _atomic_bytes(os.path.join(folder, name), lambda p, t=text: _write_text(p, t))
             for name, fig in figures.items():

@@ -262,12 +262,14 @@ class GaitResult:
     @property
     def moments_per_kg(self) -> np.ndarray:
         """(..., T, 3) joint moments divided by the body mass, N m/kg."""
-        return self.need("moments") / self._need_mass()
+        m = self.need("moments")
+        return m / self._need_mass().astype(m.dtype)
 
     @property
     def powers_per_kg(self) -> np.ndarray:
         """(..., T, 3) joint powers divided by the body mass, W/kg."""
-        return self.need("powers") / self._need_mass()
+        p = self.need("powers")
+        return p / self._need_mass().astype(p.dtype)
 
     def trial(self, index) -> "GaitResult":
         """The result of one trial of a batch, cut to its valid frames.
@@ -938,7 +940,8 @@ def analyze(
         and 0.19 N m against the truth, instead of float64's 0.13, 0.07 and 0.011).
 
     Returns:
-      :class:`GaitResult` of NumPy arrays in ``dtype``.
+      :class:`GaitResult`: its per-sample arrays (:data:`OUTPUTS`, ``terms``) and
+      ``segments`` in ``dtype``, ``time`` in float64.
 
     Raises:
       ValueError: inconsistent shapes, NaN in the valid samples, a cut-off at or

@@ -46,31 +46,89 @@ def test_gait_c3d(tmp_path, capsys):
     assert {"stance.png", "moments_per_kg.csv", "moments.csv"} <= {p.name for p in out.iterdir()}
 
 
-def test_gait_several_c3d_files_in_one_batch(tmp_path, capsys):
-    # two files (the same trial twice): one folder each with the single-file outputs,
-    # a table of both trials' peaks; the values those of the single-file command
+def _loader(change):
+    """_cmd_gait._load_one that applies change(kw) to the trials of files named b*.c3d."""
+    original = _cmd_gait._load_one
+
+    def load(args, path=None):
+        kw, truth, stance, desc, name = original(args, path)
+        if path is not None and os.path.basename(path).startswith("b"):
+            kw, stance = change(dict(kw), stance)
+        return kw, truth, stance, desc, name
+
+    return load
+
+
+def _halved(kw, stance):
+    # every second sample: the trial at half the rates (another group of the batch)
+    for k in ("hip", "knee", "ankle", "toe", "force", "cop"):
+        kw[k] = kw[k][::2]
+    kw["rate"], kw["force_rate"] = kw["rate"] / 2, kw["force_rate"] / 2
+    return kw, slice(stance.start // 2, stance.stop // 2)
+
+
+def test_gait_several_c3d_files_in_one_batch(tmp_path, capsys, monkeypatch):
+    # three files: a.c3d, the same trial halved in rate (b.c3d: another rate, another
+    # length) and a.c3d again; one folder each with the single-file outputs and
+    # values, a table of every trial's peaks
     pytest.importorskip("ezc3d")
-    c3d = str(HERE / "data" / "Gait.c3d")
-    one, two = tmp_path / "one", tmp_path / "two"
-    assert cli.main(["gait", "--c3d", c3d, "--no-figures", "--convention", "clinical", "--out", str(one)]) == 0
-    assert cli.main(["gait", "--c3d", c3d, c3d, "--no-figures", "--convention", "clinical", "--out", str(two)]) == 0
+    import shutil
+
+    a, b = tmp_path / "a.c3d", tmp_path / "b.c3d"
+    shutil.copy(HERE / "data" / "Gait.c3d", a)
+    shutil.copy(HERE / "data" / "Gait.c3d", b)
+    monkeypatch.setattr(_cmd_gait, "_load_one", _loader(_halved))
+    opts = ["--no-figures", "--convention", "clinical"]
+    singles = {}
+    for f in (a, b):
+        singles[f.stem] = tmp_path / f"one-{f.stem}"
+        assert cli.main(["gait", "--c3d", str(f), *opts, "--out", str(singles[f.stem])]) == 0
+    many = tmp_path / "many"
+    assert cli.main(["gait", "--c3d", str(a), str(b), str(a), *opts, "--out", str(many)]) == 0
     printed = capsys.readouterr().out
-    assert {p.name for p in two.iterdir()} == {"Gait", "Gait-2", "trials.csv", "summary.txt"}
-    single = np.loadtxt(one / "moments.csv", delimiter=",", skiprows=1)
-    for name in ("Gait", "Gait-2"):
-        assert {p.name for p in (two / name).iterdir()} == {p.name for p in one.iterdir()}
-        np.testing.assert_allclose(np.loadtxt(two / name / "moments.csv", delimiter=",", skiprows=1), single,
-                                   rtol=1e-8, atol=1e-8 * np.abs(single).max())  # fmt: skip
-    with open(two / "trials.csv") as f:
+    assert {p.name for p in many.iterdir()} == {"a", "b", "a-2", "trials.csv", "summary.txt"}
+    for folder, single in (("a", "a"), ("b", "b"), ("a-2", "a")):
+        assert {p.name for p in (many / folder).iterdir()} == {p.name for p in singles[single].iterdir()}
+        for name in ("moments.csv", "reactions.csv", "angles.csv"):
+            ref = np.loadtxt(singles[single] / name, delimiter=",", skiprows=1)
+            got = np.loadtxt(many / folder / name, delimiter=",", skiprows=1)
+            assert got.shape == ref.shape, (folder, name)
+            np.testing.assert_allclose(got, ref, rtol=1e-7, atol=1e-7 * np.abs(ref).max(), err_msg=f"{folder} {name}")
+    n_a = len(np.loadtxt(singles["a"] / "moments.csv", delimiter=",", skiprows=1))
+    n_b = len(np.loadtxt(singles["b"] / "moments.csv", delimiter=",", skiprows=1))
+    assert n_b == (n_a + 1) // 2
+    with open(many / "trials.csv") as f:
         header = f.readline().strip().split(",")
-    table = np.genfromtxt(two / "trials.csv", delimiter=",", names=True, dtype=None, encoding=None)
-    assert header[:5] == ["trial", "frames", "stance_s", "body_mass_kg", "cutoff_hz"] and len(table) == 2
-    # the table's peaks are the single trial's, over its stance (the README's figures)
+    table = np.genfromtxt(many / "trials.csv", delimiter=",", names=True, dtype=None, encoding=None)
+    assert header[:5] == ["trial", "frames", "stance_s", "body_mass_kg", "cutoff_hz"] and len(table) == 3
+    assert list(table["trial"]) == ["a", "b", "a-2"] and list(table["frames"]) == [n_a, n_b, n_a]
+    # the peaks are the single trial's over its stance (the README's figures)
     ankle = table["ankle_moment_max_nm_per_kg"]
-    assert np.allclose(ankle, ankle[0]) and 1.3 < ankle[0] < 1.9
-    assert re.search(r"^Gait-2\s+0\.\d\d\s+\d+\.\d", printed, re.M)
-    # folder names stay unique when a file is itself called like a renamed repeat
-    assert _cmd_gait._unique_names(["a", "a-2", "a", "a"]) == ["a", "a-2", "a-3", "a-4"]
+    assert ankle[0] == ankle[2] and 1.3 < ankle[0] < 1.9 and abs(ankle[1] - ankle[0]) < 0.2
+    assert re.search(r"^a-2\s+0\.\d\d\s+\d+\.\d", printed, re.M)
+    # folder names stay unique, also without case, when a file is itself called like a renamed repeat
+    assert _cmd_gait._unique_names(["a", "a-2", "a", "A"]) == ["a", "a-2", "a-3", "A-4"]
+
+
+def test_gait_several_c3d_files_analysis_error_names_the_file(tmp_path, capsys, monkeypatch):
+    pytest.importorskip("ezc3d")
+    import shutil
+
+    a, b = tmp_path / "a.c3d", tmp_path / "b.c3d"
+    shutil.copy(HERE / "data" / "Gait.c3d", a)
+    shutil.copy(HERE / "data" / "Gait.c3d", b)
+
+    def gap(kw, stance):
+        kw["hip"] = kw["hip"].copy()
+        kw["hip"][5] = np.nan
+        return kw, stance
+
+    monkeypatch.setattr(_cmd_gait, "_load_one", _loader(gap))
+    out = tmp_path / "out"
+    assert cli.main(["gait", "--c3d", str(a), str(b), "--out", str(out)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and f"{b}: hip" in err[0] and "(sample 5)" in err[0] and "trial" not in err[0], err
+    assert not out.exists()
 
 
 def test_several_trials_of_unequal_length_equal_single_analyses():
