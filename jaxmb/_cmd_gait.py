@@ -197,12 +197,15 @@ def _unique_names(names):
 
 
 def _peaks(res, stance):
-    """Clinical-sign peaks over stance, per kg: {joint: (max moment, min moment, max power)}."""
+    """Clinical-sign peaks over stance, per kg: {joint: (max moment, its % of stance,
+    min moment, its % of stance, max power)}."""
     from .gait import JOINTS
 
     r = res.to_convention("clinical")
     m, pw = r.moments_per_kg[stance], r.powers_per_kg[stance]
-    return {j: (m[:, k].max(), m[:, k].min(), pw[:, k].max()) for k, j in enumerate(JOINTS)}
+    pct = 100 / max(len(m) - 1, 1)
+    return {j: (m[:, k].max(), pct * np.argmax(m[:, k]), m[:, k].min(), pct * np.argmin(m[:, k]), pw[:, k].max())
+            for k, j in enumerate(JOINTS)}  # fmt: skip
 
 
 def _trials_table(names, results, stances):
@@ -220,10 +223,10 @@ def _trials_table(names, results, stances):
         pk = _peaks(res, st)
         cut = "" if res.cutoff is None else f"{float(res.cutoff):.6g}"
         dur = (st.stop - st.start) / res.rate
-        vals = [f"{v:.6g}" for j in JOINTS for v in pk[j]]
+        vals = [f"{pk[j][i]:.6g}" for j in JOINTS for i in (0, 2, 4)]
         table.writerow([name, str(res.frames), f"{dur:.6g}", f"{res.body_mass:.6g}", cut] + vals)
         lines.append(f"{name[:23]:24s}{dur:9.2f}{res.body_mass:8.1f}"
-                     + "".join(f"{pk[j][0]:13.2f} {pk[j][1]:8.2f}" for j in JOINTS))  # fmt: skip
+                     + "".join(f"{pk[j][0]:13.2f} {pk[j][2]:8.2f}" for j in JOINTS))  # fmt: skip
     return text.getvalue(), lines
 
 
@@ -294,16 +297,12 @@ def _summary(res, truth, stance, desc):
             lines.append(f"{joint:8s}{err['moments'][j]:15.3f} Nm{err['moments_rms'][j]:9.1f} Nm"
                          f"{err['forces'][j]:15.3f} N{err['forces_rms'][j]:9.1f} N")  # fmt: skip
         return lines, err
-    r = res.to_convention("clinical")
-    m = r.moments_per_kg[stance]
-    pw = r.powers_per_kg[stance]
-    n = len(m)
+    n = stance.stop - stance.start
     lines.append(f"stance: frames {stance.start}-{stance.stop - 1} ({n / res.rate:.2f} s); "
                  "clinical signs (extensor, plantarflexor moments positive), per kg of body mass")
     lines.append(f"{'joint':8s}{'peak + N m/kg':>15s}{'at %':>6s}{'peak - N m/kg':>15s}{'at %':>6s}{'peak power W/kg':>17s}")
-    for j, joint in enumerate(gait.JOINTS):
-        lines.append(f"{joint:8s}{m[:, j].max():15.2f}{100 * np.argmax(m[:, j]) / (n - 1):6.0f}"
-                     f"{m[:, j].min():15.2f}{100 * np.argmin(m[:, j]) / (n - 1):6.0f}{pw[:, j].max():17.2f}")  # fmt: skip
+    for joint, (hi, at_hi, lo, at_lo, power) in _peaks(res, stance).items():
+        lines.append(f"{joint:8s}{hi:15.2f}{at_hi:6.0f}{lo:15.2f}{at_lo:6.0f}{power:17.2f}")
     return lines, None
 
 
@@ -327,7 +326,9 @@ def _atomic_bytes(path, write):
 
 
 def _trial_outputs(res, truth, stance, desc, args):
-    """(summary lines, {file name: CSV text}, {file name: figure}) of one trial."""
+    """(summary lines, {file name: CSV text}, {file name: function making the figure})
+    of one trial: the figures are drawn when written, so that a batch of many trials
+    does not hold every figure at once."""
     from . import gait
 
     lines, _ = _summary(res, truth, stance, desc)
@@ -341,10 +342,10 @@ def _trial_outputs(res, truth, stance, desc, args):
     figures = {}
     if not args.no_figures:
         if truth is not None:
-            figures["moments.png"] = gait.moments_figure(out_res, truth[0], truth[1], title=desc)
+            figures["moments.png"] = lambda: gait.moments_figure(out_res, truth[0], truth[1], title=desc)
         else:
-            figures["stance.png"] = _stance_figure(out_res, stance, desc)
-        figures["quasi_static.png"] = gait.term_effects_figure(
+            figures["stance.png"] = lambda: _stance_figure(out_res, stance, desc)
+        figures["quasi_static.png"] = lambda: gait.term_effects_figure(
             out_res, None if truth is None else truth[0], effects if args.convention == "jaxmb" else None)
     return lines, files, figures
 
@@ -370,7 +371,7 @@ def run(args) -> int:
         names = _unique_names([t[4] for t in trials])
         outputs, stances, lines = {}, [], []
         for (kw, truth, stance, desc, _), name, res in zip(trials, names, results):
-            progress.set_description(f"summary and figures of {name}" if n_files > 1 else "summary and figures")
+            progress.set_description(f"summary of {name}" if n_files > 1 else "summary")
             if stance is None:  # the running data: stance where the vertical force is on
                 on = np.flatnonzero(res.force[:, 1] != 0)
                 stance = slice(int(on[0]), int(on[-1]) + 1)
@@ -395,8 +396,8 @@ def run(args) -> int:
         for folder, (files, figures) in outputs.items():
             for name, text in files.items():
                 _atomic_bytes(os.path.join(folder, name), lambda p, t=text: _write_text(p, t))
-            for name, fig in figures.items():
-                _atomic_bytes(os.path.join(folder, name), lambda p, f=fig: f.savefig(p, dpi=100))
+            for name, draw in figures.items():
+                _atomic_bytes(os.path.join(folder, name), lambda p, d=draw: d().savefig(p, dpi=100))
             written += len(files) + len(figures)
             progress.update()
     print("\n".join(lines))

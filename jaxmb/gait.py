@@ -930,12 +930,11 @@ def analyze(
         is 34 float64 values a frame (1.6 GB for 1,000 trials of 6,001 frames),
         ``outputs=("moments", "reactions")`` 9; the inverse dynamics returns
         only the moments or only the reactions when no output needs the other.
-
       dtype: "float64" (default: computed in float64 whatever JAX's 64-bit
         setting, in a scoped ``jax.enable_x64``) or "float32" (JAX's 32-bit mode:
         half the memory traffic, for accelerators). Float32 suits lab rates: at
-        200 Hz the moments of the running data differ from float64's by 2e-4 of
-        their peak (tests bound it at 1e-3). It does not suit kHz rates: second
+        200 Hz every output of the running data stays within 1e-3 of its peak of
+        float64's (tests/test_gait.py). It does not suit kHz rates: second
         differences of positions cancel (at 10 kHz, RMS moment errors of 23, 6.8
         and 0.19 N m against the truth, instead of float64's 0.13, 0.07 and 0.011).
 
@@ -949,7 +948,6 @@ def analyze(
         segment parameters, an unknown convention.
     """
     import jax
-    import jax.numpy as jnp
 
     if convention not in _CONVENTIONS:
         raise ValueError(f"convention must be one of {_CONVENTIONS}, got {convention!r}")
@@ -1091,54 +1089,54 @@ def analyze(
     seg_a, seg_b, seg_c, from_table = _segment_spec(segments, body_mass, table, lead)
 
     # --- one jitted computation per group of trials of equal lengths and cut-offs
-    # in float64 whatever JAX's global setting (a scoped jax.enable_x64), unless
-    # dtype="float32" asks for JAX's 32-bit mode
-    with jax.enable_x64(dtype == "float64"):
-        out = {}
-        keys = {}
-        for b in range(B):
-            # None, not NaN, for "no filter": NaN != NaN would give every trial its own group
-            c = None if math.isnan(trial_cut[b]) else float(trial_cut[b])
-            keys.setdefault((int(kin_frames[b]), int(force_frames[b]), c), []).append(b)
-        for (nk, nf, c), idx in keys.items():
-            idx = np.asarray(idx)
-            whole = len(idx) == B and nk == T and nf == Tf  # the common case: no copies of the inputs
-            kc = c  # the kinematics' cut-off (None: unfiltered)
-            fc = kc if same else force_cutoff
-            resample = None
-            if force_rate != rate or nf != nk:
-                try:
-                    resample = tuple(jnp.asarray(x) for x in _resample_index(nk, rate, nf, force_rate, "the force"))
-                except ValueError as e:
-                    raise ValueError(f"{e} (trials of {nk} samples)") from None
-            for cut, r, n in ((kc, rate, nk), (fc, force_rate, nf)):
-                if cut is not None and n <= 3 * (order + 1):
-                    raise ValueError(f"trials of {n} samples are too short to filter (more than {3 * (order + 1)} needed)")
-            fn = _jitted(rate=rate, force_rate=force_rate, cutoff=kc, force_cutoff=fc, order=order,
-                         from_table=from_table, terms=bool(terms), outputs=outputs,
-                         chunk=_pipeline_chunk(_platform(), nk, bool(terms)))  # fmt: skip
-            pick = (lambda x, n: x) if whole else (lambda x, n: x[idx, :n])  # noqa: E731
-            # NumPy arrays go to the compiled function as they are: jax.jit takes them
-            # without a copy where they are aligned, and copies them once otherwise
-            # (jnp.asarray first would copy them once more)
-            seg = tuple(x[idx] for x in (seg_a, seg_b, seg_c))
-            pel = None if pelvis_a is None else pick(pelvis_a, nk)
-            mz = None if not has_mz else pick(mz_a, nf)
+    out = {}
+    keys = {}
+    for b in range(B):
+        # None, not NaN, for "no filter": NaN != NaN would give every trial its own group
+        c = None if math.isnan(trial_cut[b]) else float(trial_cut[b])
+        keys.setdefault((int(kin_frames[b]), int(force_frames[b]), c), []).append(b)
+    for (nk, nf, c), idx in keys.items():
+        idx = np.asarray(idx)
+        whole = len(idx) == B and nk == T and nf == Tf  # the common case: no copies of the inputs
+        kc = c  # the kinematics' cut-off (None: unfiltered)
+        fc = kc if same else force_cutoff
+        resample = None
+        if force_rate != rate or nf != nk:
+            try:
+                resample = _resample_index(nk, rate, nf, force_rate, "the force")
+            except ValueError as e:
+                raise ValueError(f"{e} (trials of {nk} samples)") from None
+        for cut, r, n in ((kc, rate, nk), (fc, force_rate, nf)):
+            if cut is not None and n <= 3 * (order + 1):
+                raise ValueError(f"trials of {n} samples are too short to filter (more than {3 * (order + 1)} needed)")
+        fn = _jitted(rate=rate, force_rate=force_rate, cutoff=kc, force_cutoff=fc, order=order,
+                     from_table=from_table, terms=bool(terms), outputs=outputs,
+                     chunk=_pipeline_chunk(_platform(), nk, bool(terms)))  # fmt: skip
+        pick = (lambda x, n: x) if whole else (lambda x, n: x[idx, :n])  # noqa: E731
+        # NumPy arrays go to the compiled function as they are: jax.jit takes them
+        # without a copy where they are aligned, and copies them once otherwise
+        # (jnp.asarray first would copy them once more)
+        seg = tuple(x[idx] for x in (seg_a, seg_b, seg_c))
+        pel = None if pelvis_a is None else pick(pelvis_a, nk)
+        mz = None if not has_mz else pick(mz_a, nf)
+        # in float64 whatever JAX's global setting (a scoped jax.enable_x64), unless
+        # dtype="float32" asks for JAX's 32-bit mode
+        with jax.enable_x64(dtype == "float64"):
             got = fn(tuple(pick(a, nk) for a in PT), pick(force_a, nf), pick(cop_a, nf), mz, resample, seg,
-                     jnp.asarray(gravity), pel)  # fmt: skip
-            flat = jax.tree_util.tree_flatten_with_path(got)[0]
-            for path, v in flat:
-                v = np.asarray(v)
-                if whole:
-                    out[path] = v
-                    continue
-                if path not in out:
-                    shape = (B,) + ((T,) + v.shape[2:] if v.ndim >= 2 and v.shape[1] == nk else v.shape[1:])
-                    out[path] = np.full(shape, np.nan, dtype=v.dtype)
-                if v.ndim >= 2 and v.shape[1] == nk:
-                    out[path][idx, :nk] = v
-                else:
-                    out[path][idx] = v
+                     np.float64(gravity), pel)  # fmt: skip
+        flat = jax.tree_util.tree_flatten_with_path(got)[0]
+        for path, v in flat:
+            v = np.asarray(v)
+            if whole:
+                out[path] = v
+                continue
+            if path not in out:
+                shape = (B,) + ((T,) + v.shape[2:] if v.ndim >= 2 and v.shape[1] == nk else v.shape[1:])
+                out[path] = np.full(shape, np.nan, dtype=v.dtype)
+            if v.ndim >= 2 and v.shape[1] == nk:
+                out[path][idx, :nk] = v
+            else:
+                out[path][idx] = v
     res = {jax.tree_util.keystr(k[:1]).strip("[]'"): v for k, v in out.items() if len(k) == 1}
     lengths = res["lengths"]
     if (lengths <= 0).any() or not np.isfinite(lengths).all():

@@ -318,6 +318,7 @@ def test_reverse_mode_of_long_unrolled_recursions_goes_through_the_matrix_form()
 
     params = jb._model_params(model)
     ref_g = jax.grad(ref, argnums=(0, 1, 2, 3, 4))(params, q, qd, qdd, loads)
+
     def loss(m, *x, gradient):
         lam = jaxmb.joint_reactions(m, *x, joints=joints, frame="segment", gradient=gradient)
         return jnp.sum(w * jnp.sin(lam))
