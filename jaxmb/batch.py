@@ -58,8 +58,8 @@ once per sample) is kept for comparison (``_FD_SOLVER = "solve"``).
 
 Gradients: reverse-mode differentiation of :func:`jaxmb.inverse_dynamics` (and of
 :func:`jaxmb.joint_moments`, :func:`jaxmb.joint_reactions`, :func:`jaxmb.bias_forces`,
-:func:`jaxmb.gravity_forces`, :func:`jaxmb.external_forces`; forward dynamics
-transposes its model term by it too) with respect
+:func:`jaxmb.gravity_forces`, :func:`jaxmb.external_forces`; forward dynamics'
+reverse-mode rule, :func:`_forward_vjp`, applies it too) with respect
 to the model's parameters uses a hand-derived adjoint (``gradient="adjoint"``, the
 default; derivation beside ``_adjoint_rows``): by virtual power, tbar . tau equals a
 sum over segments of products of each segment's own kinematics with the velocities
@@ -72,9 +72,10 @@ JAX differentiation, which forward mode (``jax.jvp``, ``jax.jacfwd``, ``jax.hess
 needs.
 
 The operator of each quantity nests ``custom_vjp(custom_jvp(custom_vmap(kernel)))``
-(:func:`_operator`): the adjoint for reverse mode with respect to the model, a JVP
-rule (for forward dynamics the implicit-function rule of :func:`_forward_jvp`), and
-the batching rule. All are pure and compose with ``jax.jit``, ``jax.grad`` and
+(:func:`_operator`): the adjoint for reverse mode with respect to the model (for
+forward dynamics the transposed implicit-function rule of :func:`_forward_vjp`), a
+JVP rule (for forward dynamics the implicit-function rule of :func:`_forward_jvp`),
+and the batching rule. All are pure and compose with ``jax.jit``, ``jax.grad`` and
 :func:`jaxmb.sharded`.
 """
 
@@ -1059,9 +1060,11 @@ def _moments_cotangent(model, tbar):
 #   recurse, each level adding a leading dimension);
 # - ``jax.custom_vjp`` (kinds "tau", "moments" and "reactions" with
 #   gradient="adjoint"): the hand-derived parameter adjoint above (a reaction's
-#   cotangent is a virtual translation of its joint's subtree); or ``jax.custom_jvp`` (everything else,
-#   and gradient="autodiff"): JAX's own forward mode of the kernel, from which
-#   reverse mode follows by transposition.
+#   cotangent is a virtual translation of its joint's subtree); for "forward" with
+#   gradient="adjoint", the transposed implicit-function rule (_forward_vjp);
+#   inside it ``jax.custom_jvp`` (every kind): JAX's own forward mode of the kernel
+#   (for "forward", _forward_jvp), from which reverse mode follows by transposition
+#   where no custom_vjp is on top.
 #
 # The layers nest custom_vjp(custom_jvp(custom_vmap(kernel))): JAX requires the
 # derivative rules outside the custom_vmap, and the adjoint's forward pass calls the
@@ -1326,6 +1329,9 @@ def _operator(spec: Spec, topo: Model):
 
     g.defjvp(_forward_jvp(spec, topo, raw) if spec.kind == "forward" else generic_jvp, symbolic_zeros=True)
 
+    if spec.kind == "forward" and spec.gradient == "adjoint":
+        return _forward_vjp(spec, topo, raw, g)
+
     if _uses_adjoint(spec, topo):
         v = jax.custom_vjp(g)
 
@@ -1534,6 +1540,71 @@ def _forward_jvp(spec: Spec, topo: Model, raw):
         )
 
     return jvp
+
+
+def _forward_vjp(spec: Spec, topo: Model, raw, g):
+    """Forward dynamics with a reverse-mode rule of its own (gradient="adjoint").
+
+    qdd solves ID(params, q, qd, qdd, loads) = tau, so for a cotangent qdd_bar, with
+    lam = M^-1 qdd_bar (M symmetric): tau_bar = lam and, for every other input x,
+    x_bar = -(d ID / d x)^T lam at qdd held fixed: the parameter adjoint of inverse
+    dynamics for the model (up to ``_ADJOINT_MAX`` segments) and JAX's reverse mode
+    of the recursion (its matrix form when the kernel is unrolled, see
+    :func:`_tangent_split`) for q, qd and loads. The same derivative as
+    :func:`_forward_jvp`'s, transposed by hand: the backward pass traces one
+    articulated-body solve at rest, the adjoint and (when the state needs cotangents)
+    one reverse pass, instead of the forward-mode linearisation of the recursion
+    that JAX's transposition of the custom_jvp rule traces first. Reverse mode
+    only, like the other adjoints (forward mode: gradient="autodiff")."""
+    tau_spec = Spec("tau", spec.method, spec.chunk, "autodiff")
+    tau_raw = functools.partial(_evaluate_once, tau_spec, topo)
+    if _plan(topo, spec.method, spec.chunk, 2)[0] == "unrolled":
+        tau_rev = functools.partial(_evaluate_once, Spec("tau", "matrix", None, "autodiff"), topo)
+    else:
+        tau_rev = tau_raw
+    v = jax.custom_vjp(g)
+
+    def fwd(params, q, qd, tau, loads):
+        args = (params, q, qd, tau, loads)
+        values = jax.tree_util.tree_map(lambda x: x.value, args)
+        perturbed = [any(x.perturbed for x in jax.tree_util.tree_leaves(a)) for a in args]
+        flags = tuple(() if p else None for p in perturbed)
+        qdd = g(*values)  # through the custom_jvp layer (reverse over reverse)
+        return qdd, (values, qdd, flags)
+
+    def bwd(res, qdd_bar):
+        values, qdd, flags = res
+        params, q, qd, tau, loads = values
+        if isinstance(qdd_bar, jax.custom_derivatives.SymbolicZero):
+            qdd_bar = jnp.zeros(qdd_bar.shape, qdd_bar.dtype)
+        # lam = M^-1 qdd_bar: the kernel at rest, with no gravity or loads
+        still = params[:4] + (jnp.zeros_like(params[4]),)
+        lam = raw(still, jnp.broadcast_to(q, qdd.shape), None, qdd_bar, None)
+        d_tau = None
+        if flags[3] is not None:
+            d_tau = jax.vjp(lambda t: jnp.broadcast_to(t, qdd.shape), tau)[1](lam)[0]
+        adjoint = topo.segments <= _ADJOINT_MAX
+        d_params = None
+        if flags[0] is not None and adjoint:
+            d_params = jax.tree_util.tree_map(
+                jnp.negative, _params_cotangent(_TAU, topo, params, q, qd, qdd, loads, lam)
+            )
+        live = [i for i in (0, 1, 2, 4) if flags[i] is not None and not (i == 0 and adjoint)]
+        out = [d_params, None, None, d_tau, None]
+        if live:
+            def h(*xs):
+                a = list(values)
+                for i, x in zip(live, xs):
+                    a[i] = x
+                return tau_rev(a[0], a[1], a[2], qdd, a[4])
+
+            cts = jax.vjp(h, *(values[i] for i in live))[1](-lam)
+            for i, c in zip(live, cts):
+                out[i] = c
+        return tuple(out)
+
+    v.defvjp(fwd, bwd, symbolic_zeros=True)
+    return v
 
 
 def call(spec: Spec, model: Model, q, qd, x3, loads):

@@ -265,7 +265,7 @@ def inverse_dynamics(model: Model, q, qd, qdd, loads=None, *, method: str = "rec
     return _batch.run(_spec("tau", kernel=kernel, chunk=chunk, gradient=gradient), model, q, qd, qdd, loads)
 
 
-def forward_dynamics(model: Model, q, qd, tau, loads=None, *, chunk: int | None = None):
+def forward_dynamics(model: Model, q, qd, tau, loads=None, *, chunk: int | None = None, gradient: str = "adjoint"):
     """Accelerations qdd solving M qdd = tau - (C + G + E), (..., dof).
 
     Planar articulated-body algorithm (O(segments) per sample, no mass matrix): an
@@ -278,24 +278,38 @@ def forward_dynamics(model: Model, q, qd, tau, loads=None, *, chunk: int | None 
     result stays finite. Up to 4 segments the whole pass is one fused loop over the
     batch; beyond, in chunks of 2048 samples with the segments' states materialised.
 
-    Derivatives (both modes) follow from those of inverse dynamics: qdd solves
-    ID(q, qd, qdd) = tau, so d qdd = M^-1 (d tau - dID) with qdd held fixed: one
-    forward-mode pass of the recursion and one more articulated-body solve, at
-    rest (a symmetric ``lax.custom_linear_solve``), with no derivative of the algorithm
-    itself. In reverse mode the model's part of dID is transposed by the
-    hand-derived parameter adjoint of :func:`inverse_dynamics` (up to 32 segments),
-    not by JAX's reverse mode of the recursion: the gradient of the seven-segment
-    human's forward dynamics with respect to the model compiles in 3.8 to 6.3 s
-    (B = 1e3, this project's 2-core CPU: ``python -m benchmarks.design --only
-    gradient_compile_parts`` and ``python -m benchmarks --only gradient_compile``),
-    against about 11 s before the adjoint was used here (not rerun). The state's part of dID
-    (q, qd, loads) is, for models of up to 10 segments, the unrolled recursion's JVP
-    in forward mode and JAX's reverse mode of the matrix form of the recursion in
-    reverse mode (which compiles and runs faster than that of the unrolled one: the
-    gradient of a 10-step :func:`jaxmb.simulate` of a 7-segment chain at B = 1e4
-    compiled in 17.5 s instead of 26.2 s and ran in 0.63 s instead of 1.31 s, an
-    ad-hoc alternated run); the price is a longer trace of forward mode (the
-    3-chain's tangent compiled in 2.6 s instead of 1.8 s).
+    Derivatives follow from those of inverse dynamics: qdd solves ID(q, qd, qdd) =
+    tau, so d qdd = M^-1 (d tau - dID) with qdd held fixed, and no derivative of the
+    articulated-body algorithm itself is taken. ``gradient`` chooses how:
+
+    - "adjoint" (default; reverse mode only): a rule of its own transposes that
+      formula. For the cotangent qdd_bar it solves lam = M^-1 qdd_bar with one more
+      articulated-body pass, at rest. Then tau_bar = lam. The model's cotangent is
+      minus the hand-derived parameter adjoint of :func:`inverse_dynamics` applied
+      to lam (up to 32 segments). q, qd and loads get JAX's reverse mode of the
+      recursion (its matrix form when the kernel is unrolled).
+      The gradient of the seven-segment human's forward dynamics with respect to
+      the model compiles in 2.1 to 2.3 s (B = 1e3, this project's 2-core CPU:
+      ``python -m benchmarks --only gradient_compile``). The earlier rule traced the
+      forward-mode derivative and let JAX transpose it: 3.0 to 3.4 s, and about 11 s
+      with JAX's reverse mode of the algorithm. ``jax.jvp``, ``jax.jacfwd`` and
+      ``jax.hessian`` raise "can't apply forward-mode autodiff (jvp) to a custom_vjp
+      function": use "autodiff" for them. Reverse over reverse and forward over
+      reverse (``jax.jacfwd(jax.grad(...))``) work.
+    - "autodiff": a ``jax.custom_jvp`` rule, so forward mode works as well, and
+      reverse mode follows by JAX's transposition. The rule takes one forward-mode
+      pass of the recursion and one more articulated-body solve, at rest, as a
+      symmetric ``lax.custom_linear_solve``. In reverse mode the model's part of dID
+      is still transposed by the parameter adjoint (through a
+      ``lax.custom_linear_solve`` whose transpose it is). The state's part of dID
+      (q, qd, loads) is, for models of up to 10 segments, the unrolled recursion's
+      JVP in forward mode and JAX's reverse mode of the matrix form in reverse mode.
+      Reverse mode of the matrix form compiles and runs faster than that of the
+      unrolled kernel: the gradient of a 10-step :func:`jaxmb.simulate` of a
+      7-segment chain at B = 1e4 compiled in 17.5 s instead of 26.2 s and ran in
+      0.63 s instead of 1.31 s (an ad-hoc alternated run). The price is a longer
+      trace of forward mode: the 3-chain's tangent compiled in 2.6 s instead of
+      1.8 s.
 
     Args:
       model: the model.
@@ -305,11 +319,12 @@ def forward_dynamics(model: Model, q, qd, tau, loads=None, *, chunk: int | None 
         centres of mass.
       chunk: samples per chunk (None: 2048 beyond 4 segments, the whole batch up to
         4; 0: the whole batch at once).
+      gradient: "adjoint" (default) or "autodiff", as above.
 
     __SHAPES__
     """
     (q, qd, tau), loads = _batched(model, (q, qd, tau), ("q", "qd", "tau"), loads)
-    return _batch.run(_spec("forward", chunk=chunk), model, q, qd, tau, loads)
+    return _batch.run(_spec("forward", chunk=chunk, gradient=gradient), model, q, qd, tau, loads)
 
 
 def joint_moments(model: Model, q, qd, qdd, loads=None, *, kernel: str = "auto",

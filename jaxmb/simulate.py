@@ -43,6 +43,7 @@ def simulate(
     loads=None,
     steps: int | None = None,
     method: str = "rk4",
+    gradient: str = "adjoint",
 ) -> Trajectory:
     """Integrate M qdd + C + G + E = tau from (q0, qd0).
 
@@ -73,6 +74,10 @@ def simulate(
         Euler: qd += dt qdd(q, qd); q += dt qd; first order. It is symplectic only
         when M is constant and qdd does not depend on qd, e.g. a single pendulum; for
         a multibody chain its energy error grows linearly with time and dt.)
+      gradient: how forward dynamics is differentiated, as in
+        :func:`jaxmb.forward_dynamics`: "adjoint" (default; reverse mode only, the
+        fastest to compile and run) or "autodiff" (``jax.jvp`` and ``jax.jacfwd``
+        through the simulation as well).
 
     Returns:
       :class:`Trajectory` with steps + 1 samples: ``t`` (steps + 1,), ``q`` and
@@ -80,6 +85,8 @@ def simulate(
     """
     if method not in ("rk4", "euler"):
         raise ValueError(f"method must be 'rk4' or 'euler', got {method!r}")
+    if gradient not in _batch.GRADIENTS:
+        raise ValueError(f"gradient must be one of {_batch.GRADIENTS}, got {gradient!r}")
     q0 = check_batch(model, q0, "q0")
     qd0 = check_batch(model, qd0, "qd0")
     try:
@@ -144,11 +151,11 @@ def simulate(
     except TypeError:  # an unhashable callable (e.g. a dataclass controller): traced anew, not cached
         integrate = _integrate.__wrapped__
     return integrate(model, q0, qd0, None if tk == "fn" else tv, None if lk in ("fn", "none") else lv, dt,
-                     tk=tk, lk=lk, tfn=tfn, lfn=lfn, steps=steps, method=method)  # fmt: skip
+                     tk=tk, lk=lk, tfn=tfn, lfn=lfn, steps=steps, method=method, gradient=gradient)  # fmt: skip
 
 
-@functools.partial(jax.jit, static_argnames=("tk", "lk", "tfn", "lfn", "steps", "method"))
-def _integrate(model, q0, qd0, tv, lv, dt, *, tk, lk, tfn, lfn, steps, method):
+@functools.partial(jax.jit, static_argnames=("tk", "lk", "tfn", "lfn", "steps", "method", "gradient"))
+def _integrate(model, q0, qd0, tv, lv, dt, *, tk, lk, tfn, lfn, steps, method, gradient):
     """The integration of :func:`simulate` for validated inputs: q0, qd0 (lead..., dof)
     of the model's dtype; tv / lv the array inputs (None for a function or none) and
     tfn / lfn the functions; tk / lk their kinds ("fn", "const", "steps", "none")."""
@@ -157,7 +164,7 @@ def _integrate(model, q0, qd0, tv, lv, dt, *, tk, lk, tfn, lfn, steps, method):
     dtype = q0.dtype
     lead = q0.shape[:-1]
     n, dof = model.segments, model.dof
-    spec = _batch.Spec("forward")
+    spec = _batch.Spec("forward", gradient=gradient)
 
     def value(kind, v, k, t, q, qd, core, name):
         if kind == "none":

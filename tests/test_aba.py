@@ -72,15 +72,17 @@ def test_aba_float32_stays_finite_near_singular():
     assert acc.dtype == jnp.float32 and np.isfinite(np.asarray(acc)).all()
 
 
+@pytest.mark.parametrize("gradient", ["adjoint", "autodiff"])
 @pytest.mark.parametrize("tree,base,coordinates", [
     pytest.param(*p.values, id=p.id, marks=() if p.id == "tree-floating-absolute" else pytest.mark.slow)
     for p in CONFIG_PARAMS
 ])  # the richest configuration by default (each compiles five derivatives), all with --slow
-def test_forward_dynamics_model_derivatives(tree, base, coordinates):
-    # The model's term of d qdd goes through a custom_linear_solve whose transpose is
-    # the parameter adjoint (jb._params_tangent): reverse mode, forward mode, forward
-    # over reverse and reverse over reverse against central differences, with
-    # per-sample loads.
+def test_forward_dynamics_model_derivatives(tree, base, coordinates, gradient):
+    # "autodiff": the model's term of d qdd goes through a custom_linear_solve whose
+    # transpose is the parameter adjoint (jb._params_tangent); "adjoint": a custom_vjp
+    # calls the parameter adjoint itself (jb._forward_vjp). Reverse mode, forward mode
+    # ("autodiff" only; "adjoint" must refuse it), forward over reverse and reverse
+    # over reverse against central differences, with per-sample loads.
     import jax
 
     rng = np.random.default_rng(61)
@@ -92,7 +94,7 @@ def test_forward_dynamics_model_derivatives(tree, base, coordinates):
     @jax.jit
     def f(mass, gravity):
         m = model.replace(mass=mass, gravity=gravity)
-        return jnp.sum(jnp.sin(jaxmb.forward_dynamics(m, q, qd, tau, loads)))
+        return jnp.sum(jnp.sin(jaxmb.forward_dynamics(m, q, qd, tau, loads, gradient=gradient)))
 
     mass, g, eps = model.mass, model.gravity, 1e-6
     dm, dg = jax.grad(f, argnums=(0, 1))(mass, g)
@@ -100,20 +102,26 @@ def test_forward_dynamics_model_derivatives(tree, base, coordinates):
     fd = np.array([(f(mass + eps * e[i], g) - f(mass - eps * e[i], g)) / (2 * eps) for i in range(len(mass))])
     np.testing.assert_allclose(dm, fd, rtol=1e-6, atol=1e-7 * np.abs(fd).max())
     np.testing.assert_allclose(dg, (f(mass, g + eps) - f(mass, g - eps)) / (2 * eps), rtol=1e-6)
-    t = jax.jvp(lambda m: f(m, g), (mass,), (jnp.ones_like(mass),))[1]
-    np.testing.assert_allclose(t, fd.sum(), rtol=1e-6, atol=1e-7 * np.abs(fd).max())
+    if gradient == "autodiff":
+        t = jax.jvp(lambda m: f(m, g), (mass,), (jnp.ones_like(mass),))[1]
+        np.testing.assert_allclose(t, fd.sum(), rtol=1e-6, atol=1e-7 * np.abs(fd).max())
+    else:
+        with pytest.raises(TypeError, match="forward-mode"):
+            jax.jvp(lambda m: f(m, g), (mass,), (jnp.ones_like(mass),))
     grad = jax.jit(jax.grad(lambda m: f(m, g)))
     H_fd = np.stack([(grad(mass + eps * e[i]) - grad(mass - eps * e[i])) / (2 * eps) for i in range(len(mass))])
     for H in (jax.jacfwd(grad)(mass), jax.jacrev(grad)(mass)):
         np.testing.assert_allclose(H, H_fd, rtol=1e-5, atol=1e-6 * np.abs(H_fd).max())
 
 
-def test_forward_dynamics_state_derivatives():
-    # The state's term of d qdd (q, qd, loads) goes through a custom_linear_solve
-    # (jb._tangent_split): forward mode by the unrolled kernel's JVP, reverse mode by
-    # the matrix form's VJP, higher orders through the matrix form's JVP. Each against
-    # central differences (first order of the value, second order of the gradient),
-    # on the floating-base absolute tree with per-sample loads.
+@pytest.mark.parametrize("gradient", ["adjoint", "autodiff"])
+def test_forward_dynamics_state_derivatives(gradient):
+    # "autodiff": the state's term of d qdd (q, qd, loads) goes through a
+    # custom_linear_solve (jb._tangent_split): forward mode by the unrolled kernel's
+    # JVP, reverse mode by the matrix form's VJP, higher orders through the matrix
+    # form's JVP; "adjoint": the custom_vjp's reverse mode of the matrix form. Each
+    # against central differences (first order of the value, second order of the
+    # gradient), on the floating-base absolute tree with per-sample loads.
     import jax
 
     rng = np.random.default_rng(62)
@@ -125,7 +133,7 @@ def test_forward_dynamics_state_derivatives():
 
     @jax.jit
     def f(q, qd, loads):
-        return jnp.sum(jnp.sin(jaxmb.forward_dynamics(model, q, qd, tau, loads)))
+        return jnp.sum(jnp.sin(jaxmb.forward_dynamics(model, q, qd, tau, loads, gradient=gradient)))
 
     eps = 1e-6
     args = (q, qd, loads)
@@ -134,9 +142,10 @@ def test_forward_dynamics_state_derivatives():
     # forward mode along a random direction in every input at once, and reverse mode
     # dotted with it, against a central difference
     cd = (f(*[a + eps * d for a, d in zip(args, dirs)]) - f(*[a - eps * d for a, d in zip(args, dirs)])) / (2 * eps)
-    t = jax.jit(lambda *d: jax.jvp(f, args, d)[1])(*dirs)
+    if gradient == "autodiff":
+        t = jax.jit(lambda *d: jax.jvp(f, args, d)[1])(*dirs)
+        np.testing.assert_allclose(t, cd, rtol=1e-6)
     rev = sum(float(jnp.sum(g * d)) for g, d in zip(grads, dirs))
-    np.testing.assert_allclose(t, cd, rtol=1e-6)
     np.testing.assert_allclose(rev, cd, rtol=1e-6)
     # second order in q: forward over reverse (differentiates the reverse mode's
     # custom_linear_solve through its matvec)
@@ -149,3 +158,47 @@ def test_forward_dynamics_state_derivatives():
     g_flat = lambda x: grad_q(x.reshape(q.shape), qd, loads).ravel()  # noqa: E731
     H = jax.jit(jax.jacfwd(g_flat))(flat)
     np.testing.assert_allclose(H, H_fd, rtol=1e-5, atol=1e-6 * np.abs(H_fd).max())
+
+
+@pytest.mark.parametrize("case", ["chain-shared", "human-chunked", "no-adjoint"])
+def test_forward_dynamics_adjoint_equals_autodiff(case, monkeypatch):
+    # The custom_vjp of gradient="adjoint" (jb._forward_vjp) against the custom_jvp
+    # rule of "autodiff" transposed by JAX, every input at once: the model, q, qd,
+    # tau and loads, with broadcast inputs (one tau and one load shared by the
+    # batch: their cotangents are sums over it), the chunked articulated-body
+    # kernel of the seven-segment human (chunks of 2 and a remainder), and the
+    # branch for models beyond jb._ADJOINT_MAX (JAX's reverse mode for the model
+    # too), and vmap of the single-sample gradient against the batched one.
+    import jax
+
+    rng = np.random.default_rng(63)
+    chunk = None
+    if case == "human-chunked":
+        model, chunk = jaxmb.seven_segment_human(), 2
+    else:
+        model = random_model(rng, 3, tree=True, base="floating", coordinates="absolute")
+    if case == "no-adjoint":
+        monkeypatch.setattr(jb, "_ADJOINT_MAX", 0)
+    states = [random_state(rng, model) for _ in range(5)]
+    q, qd, _, loads = (jnp.asarray(np.stack([s[k] for s in states])) for k in range(4))
+    tau = jnp.asarray(5.0 * rng.standard_normal(q.shape))
+    if case == "chain-shared":
+        tau, loads = tau[0], loads[0]  # (dof,) and (segments, 3): shared by the batch
+
+    def loss(gradient):
+        def f(m, q, qd, tau, loads):
+            return jnp.sum(jnp.sin(jaxmb.forward_dynamics(m, q, qd, tau, loads, chunk=chunk, gradient=gradient)))
+        return f
+
+    args = (model, q, qd, tau, loads)
+    ga = jax.jit(jax.grad(loss("adjoint"), argnums=tuple(range(5))))(*args)
+    gd = jax.jit(jax.grad(loss("autodiff"), argnums=tuple(range(5))))(*args)
+    for a, d in zip(jax.tree_util.tree_leaves(ga), jax.tree_util.tree_leaves(gd)):
+        assert a.shape == d.shape
+        np.testing.assert_allclose(a, d, rtol=1e-9, atol=1e-9 * (1 + np.abs(d).max()))
+    if case != "chain-shared":
+        # vmap of the single-sample gradient with respect to the state: per-sample
+        # rows of the batched one
+        per = jax.jit(jax.vmap(jax.grad(loss("adjoint"), argnums=(1, 2, 3, 4)), in_axes=(None, 0, 0, 0, 0)))(*args)
+        for a, d in zip(per, ga[1:]):
+            np.testing.assert_allclose(a, d, rtol=1e-9, atol=1e-9 * (1 + np.abs(d).max()))

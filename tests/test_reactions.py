@@ -249,7 +249,7 @@ def test_reactions_differentiable_wrt_mass():
     # agrees with reverse mode
     def lam_autodiff(mass):
         mdl = model.replace(mass=mass)
-        qdd = jaxmb.forward_dynamics(mdl, q, qd, tau, loads)
+        qdd = jaxmb.forward_dynamics(mdl, q, qd, tau, loads, gradient="autodiff")
         return jaxmb.joint_reactions(mdl, q, qd, qdd, loads, gradient="autodiff")[j]
 
     fwd = jax.jit(jax.jacfwd(lam_autodiff))(m0)[:, k]

@@ -250,3 +250,42 @@ def test_direct_calls_reuse_one_compilation_and_accept_unhashable_controllers():
     a = jaxmb.simulate(model, q0, 0 * q0, PD(5.0), 1e-3, steps=20).q
     b = jaxmb.simulate(model, q0, 0 * q0, lambda t, q, qd: -5.0 * q - 0.1 * qd, 1e-3, steps=20).q
     np.testing.assert_array_equal(a, b)
+
+
+@pytest.mark.parametrize("segments", [3, 5])  # written-out RK4 stages (<= 4 segments) and the stages' scan
+def test_gradients_through_simulate(segments):
+    # reverse mode of a loss of a batched RK4 simulation with respect to the model,
+    # q0, qd0 and a torque profile over steps: the default (forward dynamics'
+    # custom_vjp, jb._forward_vjp) against "autodiff" (its custom_jvp, transposed
+    # by JAX) and a central difference along a random direction; forward mode
+    # (jax.jvp) with "autodiff" against the same difference
+    from random_models import random_model
+
+    rng = np.random.default_rng(64 + segments)
+    model = random_model(rng, segments, tree=True, base="floating", coordinates="relative")
+    dof, steps = model.dof, 6
+    q0 = jnp.asarray(0.3 * rng.standard_normal((2, dof)))
+    qd0 = jnp.asarray(rng.standard_normal((2, dof)))
+    tau = jnp.asarray(2.0 * rng.standard_normal((steps, 1, dof)))
+
+    def loss(gradient):
+        def f(mass, q0, qd0, tau):
+            traj = jaxmb.simulate(model.replace(mass=mass), q0, qd0, tau, 1e-2, gradient=gradient)
+            return jnp.sum(jnp.sin(traj.q[-1])) + 0.1 * jnp.sum(traj.qd**2)
+        return jax.jit(f)
+
+    args = (model.mass, q0, qd0, tau)
+    ga = jax.jit(jax.grad(loss("adjoint"), argnums=(0, 1, 2, 3)))(*args)
+    gd = jax.jit(jax.grad(loss("autodiff"), argnums=(0, 1, 2, 3)))(*args)
+    for a, d in zip(ga, gd):
+        np.testing.assert_allclose(a, d, rtol=1e-9, atol=1e-10 * (1 + np.abs(d).max()))
+    dirs = [jnp.asarray(rng.standard_normal(np.shape(a))) * (0.1 * a if k == 0 else 1.0)
+            for k, a in enumerate(args)]  # fmt: skip
+    eps, f = 1e-6, loss("adjoint")
+    cd = (f(*[a + eps * d for a, d in zip(args, dirs)]) - f(*[a - eps * d for a, d in zip(args, dirs)])) / (2 * eps)
+    rev = sum(float(jnp.sum(g * d)) for g, d in zip(ga, dirs))
+    np.testing.assert_allclose(rev, cd, rtol=1e-6)
+    t = jax.jit(lambda *d: jax.jvp(loss("autodiff"), args, d)[1])(*dirs)
+    np.testing.assert_allclose(t, cd, rtol=1e-6)
+    with pytest.raises(ValueError, match="gradient"):
+        jaxmb.simulate(model, q0, qd0, tau, 1e-2, gradient="reverse")

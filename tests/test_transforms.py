@@ -78,12 +78,12 @@ def state(model, seed=0):
 # Every function as f(model, q, qd, x, loads); x is qdd or tau.
 FUNCS = {
     # forward and reverse mode are both checked: plain JAX differentiation (the default
-    # hand-derived adjoint is reverse mode only; tests/test_batch.py and
-    # tests/test_reactions.py check it)
+    # hand-derived adjoint is reverse mode only; tests/test_batch.py,
+    # tests/test_reactions.py and, for forward dynamics, tests/test_aba.py check it)
     "inverse_dynamics_recursive": lambda m, q, qd, x, l: mb.inverse_dynamics(
         m, q, qd, x, l, method="recursive", gradient="autodiff"),
     "inverse_dynamics_projection": lambda m, q, qd, x, l: mb.inverse_dynamics(m, q, qd, x, l, method="projection"),
-    "forward_dynamics": lambda m, q, qd, x, l: mb.forward_dynamics(m, q, qd, x, l),
+    "forward_dynamics": lambda m, q, qd, x, l: mb.forward_dynamics(m, q, qd, x, l, gradient="autodiff"),
     "joint_reactions_projection": lambda m, q, qd, x, l: mb.joint_reactions(m, q, qd, x, l, method="projection"),
     "joint_reactions_recursive": lambda m, q, qd, x, l: mb.joint_reactions(
         m, q, qd, x, l, method="recursive", gradient="autodiff"),
