@@ -229,8 +229,9 @@ def gradient_compile(quick: bool = False, log=print) -> list:
     dynamics function of ``jaxmb.seven_segment_human()`` (issue 8: < 2 s on the CPU),
     from a cleared cache: inverse dynamics with each gradient form (the median of
     three compiles, and the first un-jitted call), then joint moments, reactions,
-    forward dynamics, the mass matrix, the bias forces and a 10-step simulation (one
-    compile each), with per-sample loads where the function takes them. B = 1e3 (the
+    forward dynamics, the mass matrix, the bias forces and a 10-step simulation (the
+    median of three compiles each: one compile of the same code varies by 25 % on
+    the 2-core VM), with per-sample loads where the function takes them. B = 1e3 (the
     compile time hardly depends on B without chunks)."""
     import jax
     import jax.numpy as jnp
@@ -277,11 +278,14 @@ def gradient_compile(quick: bool = False, log=print) -> list:
         def loss(m, q, qd, x, f=f):
             return jnp.sum(f(m, q, qd, x) ** 2)
 
-        jax.clear_caches()
-        _, s = common.compile_and_time(jax.grad(loss), *args)
+        reps = []
+        for _ in range(1 if quick else 3):
+            jax.clear_caches()
+            reps.append(common.compile_and_time(jax.grad(loss), *args)[1])
+        s = float(np.median(reps))
         rows.append({"model": "seven_segment_human", "function": name, "gradient": "default", "compile_s": s,
-                     "load": common.load()})  # fmt: skip
-        log(f"GC human7 grad {name} jit compile {s:.2f} s")
+                     "compiles_s": reps, "load": common.load()})  # fmt: skip
+        log(f"GC human7 grad {name} jit compile {s:.2f} s (median of {', '.join(f'{r:.2f}' for r in reps)})")
     return rows
 
 
