@@ -68,8 +68,9 @@ sample, and all of them are summed over the batch in one fused loop (one variadi
 reduction). JAX's own reverse mode of the recursion instead writes and reads about a
 hundred batch-sized intermediate arrays (1.6 to 4.6 times slower for batches of
 1e5 to 1e6, measured in ``benchmarks/README.md``). ``gradient="autodiff"`` keeps plain
-JAX differentiation, which forward mode (``jax.jvp``, ``jax.jacfwd``, ``jax.hessian``)
-needs.
+JAX differentiation, which forward mode applied first (``jax.jvp``, ``jax.jacfwd``)
+needs; forward over reverse (``jax.hessian``, ``jax.jacfwd(jax.grad(f))``) works with
+either.
 
 The operator of each quantity nests ``custom_vjp(custom_jvp(custom_vmap(kernel)))``
 (:func:`_operator`): the adjoint for reverse mode with respect to the model (for

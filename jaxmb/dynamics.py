@@ -243,10 +243,11 @@ def inverse_dynamics(model: Model, q, qd, qdd, loads=None, *, method: str = "rec
         JAX's reverse mode of the recursion costs 4 to 9 times), while q, qd, qdd and
         loads get JAX's reverse mode (of the matrix form of the recursion from four
         segments on, whatever ``kernel``: XLA recomputes an unrolled recursion per
-        cotangent, 8x slower for a 7-chain); it is reverse-mode only: ``jax.jvp``,
-        ``jax.jacfwd`` and ``jax.hessian`` raise "can't apply forward-mode autodiff
-        (jvp) to a custom_vjp function" -- use "autodiff" for them (plain JAX
-        differentiation in both modes). Models of more than 32 segments always get
+        cotangent, 8x slower for a 7-chain); it is reverse-mode only: ``jax.jvp`` and
+        ``jax.jacfwd`` of it raise "can't apply forward-mode autodiff (jvp) to a
+        custom_vjp function" -- use "autodiff" for them (plain JAX differentiation
+        in both modes); forward over reverse (``jax.hessian``,
+        ``jax.jacfwd(jax.grad(f))``) works with either. Models of more than 32 segments always get
         "autodiff" (the adjoint's one fused loop runs slower beyond). Under ``jax.vmap`` of a single-sample call the adjoint runs per
         sample and JAX sums it (slower than one call with a leading batch axis).
 
@@ -289,13 +290,14 @@ def forward_dynamics(model: Model, q, qd, tau, loads=None, *, chunk: int | None 
       to lam (up to 32 segments). q, qd and loads get JAX's reverse mode of the
       recursion (its matrix form when the kernel is unrolled).
       The gradient of the seven-segment human's forward dynamics with respect to
-      the model compiles in 2.1 to 2.3 s (B = 1e3, this project's 2-core CPU:
-      ``python -m benchmarks --only gradient_compile``). The earlier rule traced the
-      forward-mode derivative and let JAX transpose it: 3.0 to 3.4 s, and about 11 s
-      with JAX's reverse mode of the algorithm. ``jax.jvp``, ``jax.jacfwd`` and
-      ``jax.hessian`` raise "can't apply forward-mode autodiff (jvp) to a custom_vjp
+      the model compiles in 1.9 to 2.4 s (B = 1e3, this project's 2-core CPU:
+      ``python -m benchmarks --only gradient_compile``). The "autodiff" rule below,
+      which traces the forward-mode derivative and lets JAX transpose it, took 3.0
+      to 3.4 s in the same ad-hoc comparison; JAX's reverse mode of the algorithm
+      itself took about 11 s. The run time is the same as with "autodiff". ``jax.jvp`` and ``jax.jacfwd``
+      of it raise "can't apply forward-mode autodiff (jvp) to a custom_vjp
       function": use "autodiff" for them. Reverse over reverse and forward over
-      reverse (``jax.jacfwd(jax.grad(...))``) work.
+      reverse (``jax.hessian``, ``jax.jacfwd(jax.grad(f))``) work.
     - "autodiff": a ``jax.custom_jvp`` rule, so forward mode works as well, and
       reverse mode follows by JAX's transposition. The rule takes one forward-mode
       pass of the recursion and one more articulated-body solve, at rest, as a

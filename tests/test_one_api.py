@@ -200,3 +200,30 @@ def test_direct_call_compiles_once_and_is_cached():
     before = jb._jitted._cache_size()
     jaxmb.inverse_dynamics(model.replace(mass=model.mass * 1.1), q + 0.1, qd, qdd)
     assert jb._jitted._cache_size() == before
+
+
+def test_default_gradients_are_reverse_mode_and_hessians_work():
+    # The default gradient="adjoint" rules (custom_vjp) refuse forward mode applied
+    # first, with JAX's message, but forward over reverse (jax.hessian) works and
+    # equals the "autodiff" Hessian, for inverse dynamics (w.r.t. q and the masses)
+    # and forward dynamics (w.r.t. q)
+    model = random_model(np.random.default_rng(28), 2, tree=False, base="fixed")  # small: six Hessians compile
+    q, qd, qdd, loads = (jnp.asarray(x) for x in _states(29, model, ()))
+    tau = jaxmb.inverse_dynamics(model, q, qd, qdd, loads)
+
+    def inv(gradient):
+        return lambda x: jnp.sum(jnp.sin(jaxmb.inverse_dynamics(model, x, qd, qdd, loads, gradient=gradient)))
+
+    def inv_mass(gradient):
+        return lambda m: jnp.sum(jnp.sin(jaxmb.inverse_dynamics(model.replace(mass=m), q, qd, qdd, loads,
+                                                                 gradient=gradient)))  # fmt: skip
+
+    def fwd(gradient):
+        return lambda x: jnp.sum(jnp.sin(jaxmb.forward_dynamics(model, x, qd, tau, loads, gradient=gradient)))
+
+    for f, x in ((inv, q), (inv_mass, model.mass), (fwd, q)):
+        with pytest.raises(TypeError, match="forward-mode"):
+            jax.jvp(f("adjoint"), (x,), (jnp.ones_like(x),))
+        H = jax.jit(jax.hessian(f("adjoint")))(x)
+        np.testing.assert_allclose(H, jax.jit(jax.hessian(f("autodiff")))(x), rtol=1e-9, atol=1e-9)
+        assert np.abs(np.asarray(H)).max() > 1e-3  # not trivially zero

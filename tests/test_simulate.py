@@ -258,7 +258,8 @@ def test_gradients_through_simulate(segments):
     # q0, qd0 and a torque profile over steps: the default (forward dynamics'
     # custom_vjp, jb._forward_vjp) against "autodiff" (its custom_jvp, transposed
     # by JAX) and a central difference along a random direction; forward mode
-    # (jax.jvp) with "autodiff" against the same difference
+    # (jax.jvp) with "autodiff" against the same difference (both for the scan
+    # branch; the written-out branch against the difference only)
     from random_models import random_model
 
     rng = np.random.default_rng(64 + segments)
@@ -276,16 +277,18 @@ def test_gradients_through_simulate(segments):
 
     args = (model.mass, q0, qd0, tau)
     ga = jax.jit(jax.grad(loss("adjoint"), argnums=(0, 1, 2, 3)))(*args)
-    gd = jax.jit(jax.grad(loss("autodiff"), argnums=(0, 1, 2, 3)))(*args)
-    for a, d in zip(ga, gd):
-        np.testing.assert_allclose(a, d, rtol=1e-9, atol=1e-10 * (1 + np.abs(d).max()))
+    if segments > 4:  # "autodiff" on one branch only: its written-out stages compile slowly
+        gd = jax.jit(jax.grad(loss("autodiff"), argnums=(0, 1, 2, 3)))(*args)
+        for a, d in zip(ga, gd):
+            np.testing.assert_allclose(a, d, rtol=1e-9, atol=1e-10 * (1 + np.abs(d).max()))
     dirs = [jnp.asarray(rng.standard_normal(np.shape(a))) * (0.1 * a if k == 0 else 1.0)
             for k, a in enumerate(args)]  # fmt: skip
     eps, f = 1e-6, loss("adjoint")
     cd = (f(*[a + eps * d for a, d in zip(args, dirs)]) - f(*[a - eps * d for a, d in zip(args, dirs)])) / (2 * eps)
     rev = sum(float(jnp.sum(g * d)) for g, d in zip(ga, dirs))
     np.testing.assert_allclose(rev, cd, rtol=1e-6)
-    t = jax.jit(lambda *d: jax.jvp(loss("autodiff"), args, d)[1])(*dirs)
-    np.testing.assert_allclose(t, cd, rtol=1e-6)
+    if segments > 4:
+        t = jax.jit(lambda *d: jax.jvp(loss("autodiff"), args, d)[1])(*dirs)
+        np.testing.assert_allclose(t, cd, rtol=1e-6)
     with pytest.raises(ValueError, match="gradient"):
         jaxmb.simulate(model, q0, qd0, tau, 1e-2, gradient="reverse")
