@@ -98,7 +98,7 @@ def reductions(log=print) -> list:
             d_attach, d_cx, d_cy, d_mass, d_inertia, d_g = jb._adjoint_rows(params(m), q, qd, qdd, tb, None)
             return [jnp.sum(x) for x in d_attach + d_cx + d_cy + d_mass + d_inertia + [d_g]]
 
-        fused = jax.jit(lambda m, *x: jb._param_adjoint(params(m), *x, None))
+        fused = jax.jit(lambda m, *x: jb._param_adjoint(params(m), *x, None, batch_first=False))
         separate = jax.jit(per_row)
         a = jnp.concatenate([jnp.ravel(x) for x in fused(model, q, qd, qdd, tbar)])
         b = jnp.stack(separate(model, q, qd, qdd, tbar))

@@ -618,11 +618,26 @@ def _lanes(dtype) -> int:
     return 2 if dtype == jnp.float64 else 8
 
 
-def _param_adjoint(model, q, qd, qdd, tbar, loads, fbar=None, react=None):
+class _Rows(list):
+    """The rows x[..., i] of a batch-first array x (..., k), indexable as the
+    batch-last array (k, ...) would be: row by row (its ``shape`` and ``dtype`` are
+    the batch-last array's)."""
+
+    def __init__(self, x):
+        super().__init__(x[..., i] for i in range(x.shape[-1]))
+        self.shape, self.dtype = (x.shape[-1],) + x.shape[:-1], x.dtype
+
+
+def _param_adjoint(model, q, qd, qdd, tbar, loads, fbar=None, react=None, batch_first=True):
     """(d joint_attach, d com, d mass, d inertia, d gravity) of sum_b tbar_b . tau_b
     (plus fbar_b . F_b, the reaction forces F at the joints ``react[0]`` in the frame
-    ``react[1]``, when ``fbar`` (joints, 2, B) is given), for batch-last q, qd, qdd,
-    tbar (dof, B) and loads (segments, 3, B or 1) or None.
+    ``react[1]``, when ``fbar`` (joints, 2, B) is given), for q, qd, qdd, tbar
+    batch-first (B, dof) (``batch_first``) or batch-last (dof, B), and loads
+    (segments, 3, B or 1) or None.
+
+    Batch-first, the reduction's loop reads each row as a strided slice of the
+    inputs; transposed to batch-last first, XLA materialises the four transposes
+    before the loop from about 18 coordinates (see ``_ADJOINT_FIRST_MIN``).
 
     The batch is viewed as (B // L, L) so that the reduction runs over the major axis
     and the L lanes stay vectorised; the last B mod L samples are a second, short
@@ -631,7 +646,7 @@ def _param_adjoint(model, q, qd, qdd, tbar, loads, fbar=None, react=None):
     computation is lowered: ``lax.platform_dependent`` around the reductions only, so
     that the rows are traced once)."""
     n = model.segments
-    B = q.shape[-1]
+    B = q.shape[0 if batch_first else -1]
     L = _lanes(q.dtype)
     shared = loads is not None and loads.shape[-1] == 1
     parts = []
@@ -644,9 +659,17 @@ def _param_adjoint(model, q, qd, qdd, tbar, loads, fbar=None, react=None):
             x = x[..., start:stop]
             return x.reshape(x.shape[:-1] + ((stop - start) // L, L)) if view else x
 
+        def cut_first(x):
+            if not batch_first:
+                return cut(x)
+            x = x[start:stop]
+            return _Rows(x.reshape(((stop - start) // L, L) + x.shape[1:]) if view else x)
+
         ld = None if loads is None else (loads[..., 0] if shared else cut(loads))
         fb = None if fbar is None else cut(fbar)
-        d_attach, d_cx, d_cy, d_mass, d_inertia, d_g = _adjoint_rows(model, *map(cut, (q, qd, qdd, tbar)), ld, fb, react)
+        d_attach, d_cx, d_cy, d_mass, d_inertia, d_g = _adjoint_rows(
+            model, *map(cut_first, (q, qd, qdd, tbar)), ld, fb, react
+        )
         rows = tuple(d_attach + d_cx + d_cy + d_mass + d_inertia + [d_g])
         sums = lax.platform_dependent(
             rows, cpu=lambda r: _sum_rows(r, len(r)), default=lambda r: _sum_rows(r, _GPU_GROUP)
@@ -672,6 +695,17 @@ def _sum_rows(rows, size: int) -> tuple:
 
 
 GRADIENTS = ("adjoint", "autodiff")
+# coordinates from which the adjoint reads q, qd, qdd and tbar batch-first (rows as
+# strided slices in its loop) instead of transposed to batch-last first. From about
+# 18 coordinates XLA materialises the four transposes before the loop; below, it
+# does not, and the two layouts ran alike. jit(grad) of sum(tau**2) of a chain at
+# 1e5 samples, batch-first / transposed, ms (an ad-hoc alternated run on the 2-core
+# CPU, 2026-11-24): 3 segments 4.48 / 4.38 (1e6: 34.3 / 33.5), 5: 12.9 / 14.0,
+# 7: 24.5 / 26.3, 10: 40.8 / 38.6, 12: 29.5 / 29.3, 16: 47.9 / 47.8, 18: 53.3 /
+# 97.6, 20: 55.1 / 112, 24: 75.6 / 111 (32 at 1e4: 13.8 / 20.4); the human 20.0 /
+# 19.3. Below the crossing the earlier batch-last layout stays; GPUs are
+# unmeasured with either.
+_ADJOINT_FIRST_MIN = 17
 # segments: the adjoint's fused loop up to this many; JAX's reverse mode beyond.
 # Measured on a chain, batch 1e4, run time of jit(grad) (python -m benchmarks.design,
 # section 2, 2026-11-23 09:40 UTC on a 2-core AMD EPYC): adjoint / reverse mode 17.8 /
@@ -1387,22 +1421,29 @@ def _params_cotangent(spec: Spec, topo: Model, params, q, qd, x3, loads, tbar):
         return jax.tree_util.tree_map(jnp.zeros_like, params)
     core = tbar.shape[len(lead):]
 
+    def first(x, core_shape):
+        return jnp.broadcast_to(x, lead + core_shape).reshape((B,) + core_shape)
+
     def last(x, core_shape):
-        x = jnp.broadcast_to(x, lead + core_shape).reshape((B,) + core_shape)
-        return jnp.moveaxis(x, 0, -1)
+        return jnp.moveaxis(first(x, core_shape), 0, -1)
 
     dof, n = topo.dof, topo.segments
-    tb = last(tbar, core)
     fb = None
     if spec.kind == "moments":
-        tb = _moments_cotangent(topo, tb)
+        tb = jnp.moveaxis(_moments_cotangent(topo, last(tbar, core)), -1, 0)
     elif spec.kind == "reactions":
-        fb, tb = tb, jnp.zeros((dof, B), tb.dtype)
+        fb, tb = last(tbar, core), jnp.zeros((B, dof), tbar.dtype)
+    else:
+        tb = first(tbar, core)
     ld = None
     if loads is not None:
         ld = loads[:, :, None] if loads.ndim == 2 else last(loads, (n, 3))
     react = None if fb is None else (spec.joints, spec.frame)
-    return _param_adjoint(m, last(q, (dof,)), last(qd, (dof,)), last(x3, (dof,)), tb, ld, fb, react)
+    bf = dof >= _ADJOINT_FIRST_MIN
+    lay = first if bf else last
+    if not bf:
+        tb = jnp.moveaxis(tb, 0, -1)
+    return _param_adjoint(m, lay(q, (dof,)), lay(qd, (dof,)), lay(x3, (dof,)), tb, ld, fb, react, bf)
 
 
 def _params_tangent(spec: Spec, topo: Model, raw, params, q, qd, x3, loads, t_params, like):

@@ -560,3 +560,29 @@ def test_invalid_inputs_raise():
         jaxmb.inverse_dynamics(model, jnp.asarray(big), big, big)
     # an empty batch is an empty result, as in NumPy
     assert jaxmb.inverse_dynamics(model, q[:0], q[:0], q[:0]).shape == (0, 2)
+
+
+@pytest.mark.parametrize("first_min", [0, 10**6])  # every model batch-first / every model batch-last
+def test_adjoint_layouts(first_min, monkeypatch):
+    # The adjoint reads q, qd, qdd and tbar batch-first from jb._ADJOINT_FIRST_MIN
+    # coordinates on (long chains), batch-last below: both layouts, forced on a small
+    # floating-base absolute tree, against gradient="autodiff" for inverse dynamics
+    # (per-sample loads), joint moments, reactions in the segment frame and forward
+    # dynamics, at a batch with a remainder (13 samples).
+    monkeypatch.setattr(jb, "_ADJOINT_FIRST_MIN", first_min)
+    jax.clear_caches()  # compiled operators are cached by spec and shapes, not by the layout constant
+    rng = np.random.default_rng(93)
+    model = random_model(rng, 3, tree=True, base="floating", coordinates="absolute")
+    q, qd, qdd, loads = (jnp.asarray(x) for x in batch_state(94, model, 13))
+    fns = {
+        "inverse_dynamics": lambda m, g: jaxmb.inverse_dynamics(m, q, qd, qdd, loads, gradient=g),
+        "joint_moments": lambda m, g: jaxmb.joint_moments(m, q, qd, qdd, loads, gradient=g),
+        "joint_reactions": lambda m, g: jaxmb.joint_reactions(m, q, qd, qdd, loads, frame="segment", gradient=g),
+        "forward_dynamics": lambda m, g: jaxmb.forward_dynamics(m, q, qd, qdd, loads, gradient=g),
+    }
+    for name, f in fns.items():
+        got, ref = (jax.jit(jax.grad(lambda m, g=g: jnp.sum(jnp.sin(f(m, g)))))(model)  # noqa: B023
+                    for g in ("adjoint", "autodiff"))  # fmt: skip
+        for a, b in zip(jax.tree_util.tree_leaves(got), jax.tree_util.tree_leaves(ref)):
+            np.testing.assert_allclose(a, b, rtol=RTOL, atol=1e-8, err_msg=name)
+    jax.clear_caches()  # nothing compiled with the forced layout outlives the test
