@@ -263,11 +263,12 @@ def test_adjoint_gradient_of_every_input(tree, base, coordinates):
     # The hand-derived parameter adjoint (gradient="adjoint", the default) against
     # reverse mode through jax.vmap of the core function (the projection formulas),
     # for the model's parameters, q, qd, qdd and the loads: per-sample loads, shared
-    # loads and none, one and two leading dimensions, and batch sizes that exercise the (B // 8, 8) view
-    # alone (16), with a remainder (13) and the remainder alone (3).
+    # loads and none, one and two leading dimensions, and batch sizes that exercise the (B // L, L) view
+    # (L = jb._lanes(float64) = 2) alone (16), with a remainder (13) and the remainder alone (1).
     rng = np.random.default_rng(80)
     model = random_model(rng, 4, tree=tree, base=base, coordinates=coordinates)
-    cases = [("per-sample", 0, 13), ("shared", 0, 16), ("none", -1, 3), ("per-sample", -1, 16)]
+    assert jb._lanes(jnp.float64) == 2  # the batch sizes below are chosen for it
+    cases = [("per-sample", 0, 13), ("shared", 0, 16), ("none", -1, 1), ("per-sample", -1, 16)]
     k = 2 * (CONFIGS.index((tree, base, coordinates)) % 2)  # two cases each: all four over the default pair
     for loads_kind, axis, batch in cases[k : k + 2]:
         q, qd, qdd, loads = (jnp.asarray(x) for x in batch_state(81, model, batch))
