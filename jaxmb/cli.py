@@ -126,8 +126,8 @@ def _compile_cache(path: str | None, explicit: bool = False) -> str | None:
 
     The same command run again (on other files of the same shapes, or with options
     that do not change the programs) then loads its compiled programs from disk
-    instead of compiling them again: ``jaxmb optimal`` took 13.7 s on a cold cache
-    and 4.9 s on a warm one, ``jaxmb identify`` 8.4 s and 4.9 s (this project's
+    instead of compiling them again: ``jaxmb optimal`` took 11.7 s on a cold cache
+    and 3.8 s on a warm one, ``jaxmb identify`` 7.6 s and 4.5 s (this project's
     2-core CPU; ``python -m benchmarks.bench_cli``, recorded in
     ``benchmarks/results_cli.json``).
 
