@@ -1380,12 +1380,8 @@ def _operator(spec: Spec, topo: Model):
     if _uses_adjoint(spec, topo):
         v = jax.custom_vjp(g)
 
-        def fwd(params, q, qd, x3, loads):
-            args = (params, q, qd, x3, loads)
-            values = jax.tree_util.tree_map(lambda x: x.value, args)
-            perturbed = [any(x.perturbed for x in jax.tree_util.tree_leaves(a)) for a in args]
-            # which inputs need cotangents, kept as the residuals' tree structure
-            flags = tuple(() if p else None for p in perturbed)
+        def fwd(*args):
+            values, flags = _values_and_flags(args)
             # the primal through the custom_jvp layer: an outer jax.grad (reverse over
             # reverse) linearises it, which custom_vmap alone does not support
             return g(*values), (values, flags)
@@ -1407,6 +1403,15 @@ def _operator(spec: Spec, topo: Model):
         return v
 
     return g
+
+
+def _values_and_flags(args):
+    """The values of a custom_vjp's forward-pass arguments (symbolic_zeros=True wraps
+    them) and, per argument, () if it needs a cotangent and None if not (kept as the
+    residuals' tree structure)."""
+    values = jax.tree_util.tree_map(lambda x: x.value, args)
+    perturbed = [any(x.perturbed for x in jax.tree_util.tree_leaves(a)) for a in args]
+    return values, tuple(() if p else None for p in perturbed)
 
 
 def _params_cotangent(spec: Spec, topo: Model, params, q, qd, x3, loads, tbar):
@@ -1616,11 +1621,8 @@ def _forward_vjp(spec: Spec, topo: Model, raw, g):
         tau_rev = tau_raw
     v = jax.custom_vjp(g)
 
-    def fwd(params, q, qd, tau, loads):
-        args = (params, q, qd, tau, loads)
-        values = jax.tree_util.tree_map(lambda x: x.value, args)
-        perturbed = [any(x.perturbed for x in jax.tree_util.tree_leaves(a)) for a in args]
-        flags = tuple(() if p else None for p in perturbed)
+    def fwd(*args):
+        values, flags = _values_and_flags(args)
         qdd = g(*values)  # through the custom_jvp layer (reverse over reverse)
         return qdd, (values, qdd, flags)
 
