@@ -52,11 +52,18 @@ arrays, and the kernel's private helpers on its internal (dof, B) layout).
    loss of inverse dynamics (the adjoint's state cotangent) and d/dmodel with
    ``gradient="autodiff"``, chains of 3, 4, 5 and 7 segments and the human at 1e5
    samples, compile and run, two rounds in alternating order.
+11. ``adjoint_reduction``: the adjoint's reduction, jit(grad) of ``sum(tau**2)``
+   w.r.t. the model with the inputs as arguments: its partial sums per row
+   (``jaxmb.batch._lanes``, L = 1, 2, 4, 8, float64) and its input layout (batch-first
+   or transposed, ``_ADJOINT_FIRST_MIN``), chains of 3, 10, 16, 20 and 24 segments
+   and the human at 1e5 samples; and L = 2, 8, 64 in float32 for the 3-chain at 1e6
+   samples with each one's error against the float64 gradient. Each variant is
+   compiled from cleared caches, and all of a model are alternated.
 
 Run: ``python -m benchmarks.design [--quick] [--only gradient_parts,gradient_compile_parts]``
 (about 5 minutes, and about 1 more for sections 8 and 9: 40 s for section 8 at 20:58
 UTC on 2026-11-23, and the compile times that section 9 records add up to 38 s;
-``--quick`` skips the 36- and 40-segment chains); writes
+section 11 takes about 2.5 minutes; ``--quick`` skips the 36- and 40-segment chains); writes
 ``design_results.json`` beside this file (``--only``: those sections, merged into it).
 """
 
@@ -524,7 +531,61 @@ def reverse_form(log=print) -> list:
 
 
 SECTIONS = ("reductions", "adjoint_size", "solvers", "assembly", "in_loop", "gait_filter", "gait_parts",
-            "gradient_parts", "gradient_compile_parts", "reverse_form")  # fmt: skip
+            "gradient_parts", "gradient_compile_parts", "reverse_form", "adjoint_reduction")  # fmt: skip
+
+
+def adjoint_reduction(log=print) -> list:
+    """Partial sums per row and input layout of the adjoint's reduction (section 11)."""
+    import jax
+    import jax.numpy as jnp
+
+    import jaxmb
+    from jaxmb import batch as jb
+
+    every = dict(common.models())
+    models = [(f"chain{n}", common.chain_model(n), 10**5, np.float64) for n in (3, 10, 16, 20, 24)]
+    models += [("human7", every["human7"], 10**5, np.float64), ("chain3", common.chain_model(3), 10**6, np.float32)]
+    saved = (jb._lanes, jb._ADJOINT_FIRST_MIN)
+    rows = []
+    try:
+        for name, model, B, dtype in models:
+            if dtype == np.float32:
+                variants = {f"L={L}": (L, saved[1]) for L in (2, 8, 64)}
+            else:
+                variants = {f"L={L}": (L, saved[1]) for L in (1, 2, 4, 8)}
+                variants.update({"batch-first": (2, 0), "transposed": (2, 10**6)})
+            model = model.astype(dtype)
+            args = (model,) + tuple(jax.device_put(x.astype(dtype)) for x in common.states(model, B, seed=13))
+
+            def loss(m, q, qd, qdd):
+                return jnp.sum(jaxmb.inverse_dynamics(m, q, qd, qdd) ** 2)
+
+            cases = {}
+            for key, (L, first_min) in variants.items():
+                jb._lanes, jb._ADJOINT_FIRST_MIN = (lambda dt, L=L: L), first_min
+                jax.clear_caches()  # the operators are cached by spec and shapes, not by these
+                cases[key] = jax.jit(jax.grad(loss)).lower(*args).compile()
+            cases["loss"] = jax.jit(loss).lower(*args).compile()
+            t = common.alternate({k: (lambda c=c: common.block(c(*args))) for k, c in cases.items()}, 9)
+            row = {"model": name, "batch": B, "dtype": np.dtype(dtype).name,
+                   "ms": {k: v["median"] * 1e3 for k, v in t.items()}, "load": common.load()}  # fmt: skip
+            if dtype == np.float32:  # each L's error against the float64 gradient
+                m64 = model.astype(np.float64)
+                a64 = (m64,) + tuple(jax.device_put(x) for x in common.states(m64, B, seed=13))
+                ref = np.concatenate([np.ravel(x) for x in jax.tree_util.tree_leaves(jax.jit(jax.grad(loss))(*a64))])
+                row["max_rel_error"] = {}
+                for key in variants:
+                    got = np.concatenate([np.ravel(np.asarray(x, np.float64))
+                                          for x in jax.tree_util.tree_leaves(cases[key](*args))])  # fmt: skip
+                    row["max_rel_error"][key] = float(np.max(np.abs(got - ref)) / np.max(np.abs(ref)))
+            rows.append(row)
+            log(f"adjoint_reduction {name} B={B} {row['dtype']}: "
+                + ", ".join(f"{k} {v:.2f} ms" for k, v in row["ms"].items())
+                + (f"; errors {row['max_rel_error']}" if "max_rel_error" in row else ""))  # fmt: skip
+    finally:
+        jb._lanes, jb._ADJOINT_FIRST_MIN = saved
+        jax.clear_caches()
+    return rows
 
 
 def main(argv=None):
@@ -554,6 +615,7 @@ def main(argv=None):
         "gradient_parts": gradient_parts,
         "gradient_compile_parts": gradient_compile_parts,
         "reverse_form": reverse_form,
+        "adjoint_reduction": adjoint_reduction,
     }
     for name in SECTIONS:
         if only is None or name in only:

@@ -605,17 +605,19 @@ def _adjoint_rows(model, q, qd, qdd, tbar, loads, fbar=None, react=None):
 
 def _lanes(dtype) -> int:
     """Partial sums per output row of the adjoint's reduction (the batch viewed as
-    (B // L, L)). Few: the reduction keeps L accumulators for each of its 21 to 120
-    rows, and more spill out of the registers. jit(grad) of sum(tau**2) at 1e5
-    samples, float64, ms by L = 2 / 4 / 8 / 16 (an ad-hoc alternated run on the
-    2-core CPU, 2026-11-24): 3-chain 2.40 / 2.55 / 2.74 / 3.51, 20-chain 48.8 / 55.7 /
-    70.9 / 118, the human 13.7 / 16.4 / 18.4 / 22.0; at 1e6, L = 2 / 8: 3-chain 35.5 /
-    48.0, the human 197 / 252; L = 1 (no view) was slower than 2 throughout. float32
-    keeps 8: its sums then add 4x fewer terms each, within 2.1e-6 of the float64
-    gradient (relative to the largest entry) for the 3-chain at 1e6 samples, against
-    1.7e-5 with 2 (and 6.6e-7 with the earlier 64, which ran 3.3x slower). Chosen
-    on this CPU; GPU reductions are unmeasured with either."""
-    return 2 if dtype == jnp.float64 else 8
+    (B // L, L)). The reduction keeps L accumulators for each of its 21 to 120 rows.
+    ``python -m benchmarks.design --only adjoint_reduction`` (recorded in
+    design_results.json, 2026-11-24 03:55 UTC; jit(grad) of sum(tau**2) at 1e5
+    samples, the inputs as arguments), ms by L = 1 / 2 / 4 / 8 in float64: 3-chain
+    7.57 / 7.45 / 6.56 / 8.45, 10-chain 62.7 / 54.9 / 58.0 / 56.2, 16-chain 79.9 /
+    54.2 / 55.1 / 61.6, 20-chain 91.9 / 63.9 / 76.9 / 78.5, 24-chain 121 / 91.8 /
+    104 / 111, the human 31.4 / 26.7 / 30.6 / 26.9: 2 is the fastest or within the
+    noise (an identical variant differed by up to 30 % for the 3-chain in one run).
+    float32 keeps 64, for accuracy: for the 3-chain at 1e6 samples L = 2 / 8 / 64 ran
+    in 28.9 / 30.6 / 29.3 ms, within 2.2e-6 / 1.4e-6 / 2.3e-7 of the float64
+    gradient (relative to its largest entry). Chosen on this CPU; GPU reductions are
+    unmeasured."""
+    return 2 if dtype == jnp.float64 else 64
 
 
 class _Rows(list):
@@ -698,12 +700,11 @@ GRADIENTS = ("adjoint", "autodiff")
 # coordinates from which the adjoint reads q, qd, qdd and tbar batch-first (rows as
 # strided slices in its loop) instead of transposed to batch-last first. From about
 # 18 coordinates XLA materialises the four transposes before the loop; below, it
-# does not, and the two layouts ran alike. jit(grad) of sum(tau**2) of a chain at
-# 1e5 samples, batch-first / transposed, ms (an ad-hoc alternated run on the 2-core
-# CPU, 2026-11-24): 3 segments 4.48 / 4.38 (1e6: 34.3 / 33.5), 5: 12.9 / 14.0,
-# 7: 24.5 / 26.3, 10: 40.8 / 38.6, 12: 29.5 / 29.3, 16: 47.9 / 47.8, 18: 53.3 /
-# 97.6, 20: 55.1 / 112, 24: 75.6 / 111 (32 at 1e4: 13.8 / 20.4); the human 20.0 /
-# 19.3. Below the crossing the earlier batch-last layout stays; GPUs are
+# does not, and the two layouts ran alike. ``python -m benchmarks.design --only
+# adjoint_reduction`` (2026-11-24 03:55 UTC, 1e5 samples, jit(grad) of
+# sum(tau**2)), batch-first / transposed, ms: 3-chain 6.96 / 7.20, 10-chain 57.4 /
+# 55.4, 16-chain 59.9 / 63.9, 20-chain 64.1 / 127, 24-chain 95.2 / 141, the human
+# 26.6 / 28.2. Below the crossing the earlier batch-last layout stays; GPUs are
 # unmeasured with either.
 _ADJOINT_FIRST_MIN = 17
 # segments: the adjoint's fused loop up to this many; JAX's reverse mode beyond.
@@ -1433,21 +1434,20 @@ def _params_cotangent(spec: Spec, topo: Model, params, q, qd, x3, loads, tbar):
         return jnp.moveaxis(first(x, core_shape), 0, -1)
 
     dof, n = topo.dof, topo.segments
+    bf = dof >= _ADJOINT_FIRST_MIN  # the layout of q, qd, qdd and tbar
+    lay = first if bf else last
     fb = None
     if spec.kind == "moments":
-        tb = jnp.moveaxis(_moments_cotangent(topo, last(tbar, core)), -1, 0)
+        tb = _moments_cotangent(topo, last(tbar, core))
+        tb = jnp.moveaxis(tb, -1, 0) if bf else tb
     elif spec.kind == "reactions":
-        fb, tb = last(tbar, core), jnp.zeros((B, dof), tbar.dtype)
+        fb, tb = last(tbar, core), jnp.zeros((B, dof) if bf else (dof, B), tbar.dtype)
     else:
-        tb = first(tbar, core)
+        tb = lay(tbar, core)
     ld = None
     if loads is not None:
         ld = loads[:, :, None] if loads.ndim == 2 else last(loads, (n, 3))
     react = None if fb is None else (spec.joints, spec.frame)
-    bf = dof >= _ADJOINT_FIRST_MIN
-    lay = first if bf else last
-    if not bf:
-        tb = jnp.moveaxis(tb, 0, -1)
     return _param_adjoint(m, lay(q, (dof,)), lay(qd, (dof,)), lay(x3, (dof,)), tb, ld, fb, react, bf)
 
 

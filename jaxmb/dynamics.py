@@ -290,13 +290,15 @@ def forward_dynamics(model: Model, q, qd, tau, loads=None, *, chunk: int | None 
       to lam (up to 32 segments). q, qd and loads get JAX's reverse mode of the
       recursion (its matrix form when the kernel is unrolled).
       The gradient of the seven-segment human's forward dynamics with respect to
-      the model compiles in 1.9 to 2.4 s (B = 1e3, this project's 2-core CPU:
-      ``python -m benchmarks --only gradient_compile``). The "autodiff" rule below,
-      which traces the forward-mode derivative and lets JAX transpose it, took 3.0
-      to 3.4 s in the same ad-hoc comparison; JAX's reverse mode of the algorithm
-      itself took about 11 s. The run time is the same as with "autodiff". ``jax.jvp`` and ``jax.jacfwd``
-      of it raise "can't apply forward-mode autodiff (jvp) to a custom_vjp
-      function": use "autodiff" for them. Reverse over reverse and forward over
+      the model compiles in 2.66 s against 3.05 s with "autodiff", which traces the
+      forward-mode derivative and lets JAX transpose it (a 10-step
+      :func:`jaxmb.simulate`: 3.36 s against 4.91 s). B = 1e3, medians of three
+      compiles on this project's 2-core CPU, ``python -m benchmarks --only
+      gradient_compile``, 2026-11-24 03:56 UTC; forward dynamics took 1.99 s in a
+      faster phase of the VM at 02:12. JAX's reverse mode of the algorithm itself
+      took about 11 s (not rerun). The run time is the same as with "autodiff".
+      ``jax.jvp`` and ``jax.jacfwd`` of it raise "can't apply forward-mode autodiff
+      (jvp) to a custom_vjp function": use "autodiff" for them. Reverse over reverse and forward over
       reverse (``jax.hessian``, ``jax.jacfwd(jax.grad(f))``) work.
     - "autodiff": a ``jax.custom_jvp`` rule, so forward mode works as well, and
       reverse mode follows by JAX's transposition. The rule takes one forward-mode
