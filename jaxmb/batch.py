@@ -430,7 +430,9 @@ def _map_chunks(fn, xs, chunk: int, method: str, batch_first: bool = False, inpu
     by :func:`_assemble`. With chunks, a loop over ``B // chunk`` chunks writes every
     row straight into its place in the output (one dynamic-update-slice per row: a
     stack of the rows followed by one update would become a single slow
-    concatenation loop), and the remainder is one more call on a smaller chunk.
+    concatenation loop); the chunks are balanced (ceil(B / chunk) of them, of equal
+    size) and the last one overlaps its predecessor, so that the kernel is traced
+    and compiled once.
     Under reverse-mode differentiation each chunk's forward pass is recomputed in
     the backward loop (``jax.checkpoint``) rather than stored for the whole batch.
 
@@ -450,7 +452,16 @@ def _map_chunks(fn, xs, chunk: int, method: str, batch_first: bool = False, inpu
         if inputs_first:
             xs = tuple(None if x is None else jnp.moveaxis(x, 0, -1) for x in xs)
         return _assemble(fn(*xs), method, batch_first)
-    nfull, rest = divmod(B, chunk)
+    # ceil(B / chunk) chunks of equal size (at most ``chunk``); the last one starts at
+    # B - size and overlaps its predecessor by fewer samples than there are chunks
+    # (its rows overwrite the same values, and reverse mode sends each output's
+    # cotangent to the last write only). One traced call of ``fn`` serves every
+    # chunk: a separate call on the remainder compiled the kernel twice, which
+    # doubled the compile time of the forward dynamics' gradient whenever
+    # B % chunk != 0 (6.2 s against 3.6 s for the seven-segment human at B = 1e5).
+    count = -(-B // chunk)
+    chunk = -(-B // count)
+    last = B - chunk
 
     def sl(x, start, size):
         if x is None:
@@ -482,10 +493,12 @@ def _map_chunks(fn, xs, chunk: int, method: str, batch_first: bool = False, inpu
     lead = tuple(max(ix[d] for ix, _ in leaves) + 1 for d in range(len(leaves[0][0])))
     core = lead + leaves[0][1].shape[:-1]
     out = jnp.zeros(((B,) + core) if first_out else (core + (B,)), leaves[0][1].dtype)
-    out = lax.fori_loop(0, nfull, lambda k, o: put(o, fn(*[sl(x, k * chunk, chunk) for x in xs]), k * chunk), out)
-    if rest:
-        start = nfull * chunk
-        out = put(out, fn(*[sl(x, start, rest) for x in xs]), start)
+
+    def body(k, o):
+        start = jnp.minimum(k * chunk, last)
+        return put(o, fn(*[sl(x, start, chunk) for x in xs]), start)
+
+    out = lax.fori_loop(0, count, body, out)
     return jnp.moveaxis(out, -1, 0) if batch_first and not first_out else out
 
 

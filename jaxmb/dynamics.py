@@ -236,7 +236,9 @@ def inverse_dynamics(model: Model, q, qd, qdd, loads=None, *, method: str = "rec
         reference, evaluated sample by sample).
       kernel: "auto", "unrolled" or "matrix": how the recursion is evaluated (see
         :mod:`jaxmb.batch`; "auto" unrolls up to 10 segments).
-      chunk: samples per chunk (None: the kernel's default; 0: the whole batch).
+      chunk: at most this many samples per chunk (None: the kernel's default; 0: the
+        whole batch). The batch is cut into ceil(B / chunk) equal chunks, the last one
+        overlapping its predecessor, so that one compiled kernel serves them all.
       gradient: how reverse mode (``jax.grad``, ``jax.vjp``) treats the model's
         parameters. "adjoint" (default): a hand-derived adjoint that sums the gradient
         over the batch in one pass (about 1.5 to 2.5 times the cost of the call itself;
@@ -321,8 +323,9 @@ def forward_dynamics(model: Model, q, qd, tau, loads=None, *, chunk: int | None 
       tau: (..., dof) generalized forces (joint moments in relative coordinates, N m).
       loads: optional (segments, 3) or (..., segments, 3) world-frame wrenches at the
         centres of mass.
-      chunk: samples per chunk (None: 2048 beyond 4 segments, the whole batch up to
-        4; 0: the whole batch at once).
+      chunk: at most this many samples per chunk, as in :func:`inverse_dynamics`
+        (None: 2048 beyond 4 segments, the whole batch up to 4; 0: the whole batch
+        at once).
       gradient: "adjoint" (default) or "autodiff", as above.
 
     __SHAPES__

@@ -166,7 +166,7 @@ def test_forward_dynamics_adjoint_equals_autodiff(case, monkeypatch):
     # rule of "autodiff" transposed by JAX, every input at once: the model, q, qd,
     # tau and loads, with broadcast inputs (one tau and one load shared by the
     # batch: their cotangents are sums over it), the chunked articulated-body
-    # kernel of the seven-segment human (chunks of 2 and a remainder), and the
+    # kernel of the seven-segment human (chunks of 2, the last overlapping), and the
     # branch for models beyond jb._ADJOINT_MAX (JAX's reverse mode for the model
     # too), and (on that small tree) vmap of the single-sample gradient against the
     # batched one.

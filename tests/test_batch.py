@@ -32,7 +32,7 @@ SOLVE_ATOL = 1e-8
 F32_RTOL = 2e-4
 F32_ATOL = 2e-2
 
-B = 13  # odd, so that chunks of 4 leave a remainder
+B = 13  # odd: chunks of at most 4 are four of 4, the last overlapping by 3
 
 
 def batch_state(seed, model, batch=B):
@@ -138,7 +138,7 @@ def test_moments_and_batch_last_layout(method):
 
 
 def test_long_chain_auto_uses_matrix_form_and_matches():
-    # 14 segments: "auto" takes the matrix form; chunks of 5 leave a remainder of 3
+    # 14 segments: "auto" takes the matrix form; three chunks of 5, the last overlapping by 2
     rng = np.random.default_rng(20)
     model = random_model(rng, 14, coordinates="relative")
     q, qd, qdd, loads = batch_state(21, model)
@@ -171,6 +171,39 @@ def test_forward_dynamics_batch_inverts_inverse(tree, base, coordinates):
 
     for acc in forward(model, q, qd, tau, loads):
         np.testing.assert_allclose(acc, qdd, rtol=SOLVE_RTOL, atol=SOLVE_ATOL)
+
+
+def test_overlapping_chunks_values_and_cotangents():
+    # B = 13 in chunks of at most 4: four chunks of 4 at 0, 4, 8 and 9, the last
+    # overwriting samples 9-11 of the third. The values and the reverse-mode
+    # cotangents of every input (q, qd, x and loads, through the transposes of the
+    # chunks' slices and overlapping updates) equal those of the unchunked call, for
+    # the articulated-body kernel (5 segments: chunked by default) and the matrix
+    # form of inverse dynamics.
+    rng = np.random.default_rng(48)
+    model = random_model(rng, 5, tree=True, base="floating")
+    q, qd, qdd, loads = (jnp.asarray(x) for x in batch_state(49, model))
+    w = jnp.asarray(rng.standard_normal(q.shape))
+    tau = jaxmb.inverse_dynamics(model, q, qd, qdd, loads)
+    fns = {
+        "forward": lambda c, q, qd, x, ld: jaxmb.forward_dynamics(model, q, qd, x, ld, chunk=c),
+        "matrix": lambda c, q, qd, x, ld: jaxmb.inverse_dynamics(model, q, qd, x, ld, kernel="matrix", chunk=c),
+    }
+    for name, f in fns.items():
+        x = tau if name == "forward" else qdd
+
+        @jax.jit
+        def both(q, qd, x, ld, f=f):
+            return [jax.value_and_grad(lambda *a: jnp.sum(w * jnp.sin(f(c, *a))), argnums=(0, 1, 2, 3))(q, qd, x, ld)
+                    for c in (4, 0)]  # fmt: skip
+
+        (v4, g4), (v0, g0) = both(q, qd, x, loads)
+        np.testing.assert_allclose(v4, v0, rtol=1e-12)
+        for a, b in zip(g4, g0):
+            np.testing.assert_allclose(a, b, rtol=1e-10, atol=1e-10 * np.abs(b).max(), err_msg=name)
+            # every sample has a cotangent (none lost in the overlap; a base's position
+            # and velocity alone have none)
+            assert np.all(np.any(a != 0.0, axis=tuple(range(1, a.ndim))))
 
 
 def test_batched_solvers_match_numpy():
