@@ -233,7 +233,8 @@ def gradient_compile(quick: bool = False, log=print) -> list:
     forward dynamics and the simulation with ``gradient="autodiff"`` (the
     median of three compiles each: one compile of the same code varies by 25 % on
     the 2-core VM), with per-sample loads where the function takes them. B = 1e3 (the
-    compile time hardly depends on B without chunks)."""
+    compile time hardly depends on B without chunks), and forward dynamics also at
+    B = 1e5, where its kernel runs in chunks."""
     import jax
     import jax.numpy as jnp
 
@@ -293,6 +294,24 @@ def gradient_compile(quick: bool = False, log=print) -> list:
         rows.append({"model": "seven_segment_human", "function": name, "gradient": form or "default", "compile_s": s,
                      "compiles_s": reps, "load": common.load()})  # fmt: skip
         log(f"GC human7 grad {key} jit compile {s:.2f} s (median of {', '.join(f'{r:.2f}' for r in reps)})")
+    # forward dynamics at B = 1e5: chunked (2048 samples at most per chunk; 1e5 is no
+    # multiple of it), the size of a user's batch
+    Bc = 10**5
+    qc, qdc, xc = (jax.device_put(x) for x in common.states(model, Bc, seed=19))
+    ldc = jax.device_put(np.random.default_rng(20).normal(0.0, 10.0, (Bc, model.segments, 3)))
+
+    def loss_c(m, q, qd, x, ld):
+        return jnp.sum(jaxmb.forward_dynamics(m, q, qd, x, ld) ** 2)
+
+    reps = []
+    for _ in range(1 if quick else 3):
+        jax.clear_caches()
+        reps.append(common.compile_and_time(jax.grad(loss_c), model, qc, qdc, xc, ldc)[1])
+    s = float(np.median(reps))
+    rows.append({"model": "seven_segment_human", "function": "forward_dynamics", "gradient": "default", "batch": Bc,
+                 "compile_s": s, "compiles_s": reps, "load": common.load()})  # fmt: skip
+    log(f"GC human7 grad forward_dynamics B=1e5 (chunked) jit compile {s:.2f} s "
+        f"(median of {', '.join(f'{r:.2f}' for r in reps)})")
     return rows
 
 

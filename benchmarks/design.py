@@ -59,6 +59,9 @@ arrays, and the kernel's private helpers on its internal (dof, B) layout).
    and the human at 1e5 samples; and L = 2, 8, 64 in float32 for the 3-chain at 1e6
    samples with each one's error against the float64 gradient. Each variant is
    compiled from cleared caches, and all of a model are alternated.
+12. ``kernel_crossover``: inverse dynamics by the unrolled recursion against the
+   matrix form at 1e5 samples, chains of 3 to 10 segments and the human, alternated
+   (the CPU rule of "auto", ``jaxmb.batch._UNROLLED_DEPTH_CPU``); about 1 minute.
 
 Run: ``python -m benchmarks.design [--quick] [--only gradient_parts,gradient_compile_parts]``
 (about 5 minutes, and about 1 more for sections 8 and 9: 40 s for section 8 at 20:58
@@ -531,7 +534,32 @@ def reverse_form(log=print) -> list:
 
 
 SECTIONS = ("reductions", "adjoint_size", "solvers", "assembly", "in_loop", "gait_filter", "gait_parts",
-            "gradient_parts", "gradient_compile_parts", "reverse_form", "adjoint_reduction")  # fmt: skip
+            "gradient_parts", "gradient_compile_parts", "reverse_form", "adjoint_reduction",
+            "kernel_crossover")  # fmt: skip
+
+
+def kernel_crossover(log=print) -> list:
+    """Inverse dynamics by the unrolled recursion against the matrix form (section
+    12): run time at 1e5 samples of chains of 3 to 10 segments (fixed base, relative
+    angles) and the human (a tree of depth 4, absolute angles), the two kernels
+    alternated, 15 rounds, compiled first."""
+    import jax
+
+    import jaxmb
+
+    every = dict(common.models())
+    models = [(f"chain{n}", common.chain_model(n)) for n in (3, 4, 5, 6, 7, 8, 10)] + [("human7", every["human7"])]
+    B, rows = 10**5, []
+    for name, model in models:
+        args = tuple(jax.device_put(x) for x in common.states(model, B, seed=23))
+        fns = {k: jax.jit(lambda q, qd, qdd, k=k, model=model: jaxmb.inverse_dynamics(model, q, qd, qdd, kernel=k))
+               for k in ("unrolled", "matrix")}  # fmt: skip
+        res = common.alternate({k: (lambda f=f: common.block(f(*args))) for k, f in fns.items()}, repeats=15)
+        u, m = res["unrolled"]["median"], res["matrix"]["median"]
+        rows.append({"model": name, "segments": model.segments, "batch": B, "unrolled_ms": u * 1e3,
+                     "matrix_ms": m * 1e3, "load": common.load()})  # fmt: skip
+        log(f"kernel_crossover {name}: unrolled {u * 1e3:.2f} ms, matrix {m * 1e3:.2f} ms (matrix/unrolled {m / u:.2f})")
+    return rows
 
 
 def adjoint_reduction(log=print) -> list:
@@ -616,6 +644,7 @@ def main(argv=None):
         "gradient_compile_parts": gradient_compile_parts,
         "reverse_form": reverse_form,
         "adjoint_reduction": adjoint_reduction,
+        "kernel_crossover": kernel_crossover,
     }
     for name in SECTIONS:
         if only is None or name in only:

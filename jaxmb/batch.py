@@ -35,7 +35,8 @@ Two evaluations of it (``method``):
 - "unrolled": the loops over segments unrolled in Python. XLA fuses each output row
   into one loop that reads the inputs and writes that row, nothing in between; each
   row recomputes the kinematics it needs, O(segments) per row, so the cost grows as
-  segments^2 but stays below the alternatives up to about ten segments.
+  segments^2 but stays below the alternatives for short paths. "auto" takes it up to
+  ten segments, and on the CPU only for paths of at most six (``_UNROLLED_DEPTH_CPU``).
 - "matrix": every sum along the tree as a product with the ancestor matrix A
   (A[i, k] = 1 for k = i or an ancestor of i): theta = A q, P = A_e u,
   F = A^T f, ... Each product is a small matrix multiplication over the segment
@@ -374,6 +375,16 @@ def _assemble(rows, method: str, batch_first: bool = False):
 
 METHODS = ("auto", "unrolled", "matrix")
 _UNROLLED_MAX = 10  # segments: "auto" unrolls up to this many, matrix form beyond
+# Depth (segments on the longest path from the root) beyond which "auto" takes the
+# matrix form on the CPU even within _UNROLLED_MAX: each output row of the unrolled
+# recursion recomputes the kinematics of its path, and on long paths the materialised
+# matrix form wins. ``python -m benchmarks.design --only kernel_crossover`` (inverse
+# dynamics, 1e5 samples, matrix / unrolled time, 04:41 UTC on 2026-11-24): chains of
+# 3, 4, 5, 6 segments 1.82, 1.18, 0.94, 1.05; of 7, 8, 10 segments 0.83, 0.60, 0.55;
+# the seven-segment human (depth 4) 1.26. Other platforms keep the unrolled kernel
+# (GPUs fuse an unrolled recursion's rows together; not measured here), chosen when
+# the computation is lowered (``lax.platform_dependent``).
+_UNROLLED_DEPTH_CPU = 6
 _CHUNK = 8192  # samples per chunk of the matrix form
 _FD_CHUNK = 2048  # samples per chunk of the forward dynamics: a chunk's state stays in cache
 # Forward dynamics: "aba", the articulated-body algorithm (O(segments)); "solve", the
@@ -395,6 +406,22 @@ def _aba_cut(model) -> int:
     """Materialise every k-th segment's state (0: none); see _ABA_FUSED_MAX."""
     n = model.segments
     return 0 if n <= _ABA_FUSED_MAX else (1 if n <= 10 else 3)
+
+
+def _depth(model: Model) -> int:
+    """Segments on the longest path from the root (parents precede children)."""
+    d = []
+    for p in model.parent:
+        d.append(1 if p < 0 else d[p] + 1)
+    return max(d)
+
+
+def _cpu_takes_matrix(spec, model: Model) -> bool:
+    """Whether "auto" means the unrolled recursion in general but the matrix form on
+    the CPU (see _UNROLLED_DEPTH_CPU): inverse-dynamics kinds of models of at most
+    _UNROLLED_MAX segments deeper than _UNROLLED_DEPTH_CPU."""
+    return (spec.method == "auto" and spec.kind in ("tau", "moments", "reactions", "full")
+            and model.segments <= _UNROLLED_MAX and _depth(model) > _UNROLLED_DEPTH_CPU)  # fmt: skip
 
 
 def _plan(model: Model, method: str, chunk, batch: int):
@@ -1194,6 +1221,12 @@ def evaluate(spec: Spec, topo: Model, params, q, qd, x3, loads):
     Returns:
       (lead..., core...) with ``lead`` the broadcast leading shape of the inputs.
     """
+    if _cpu_takes_matrix(spec, topo):
+        return lax.platform_dependent(
+            params, q, qd, x3, loads,
+            cpu=functools.partial(evaluate, spec._replace(method="matrix"), topo),
+            default=functools.partial(evaluate, spec._replace(method="unrolled"), topo),
+        )  # fmt: skip
     m = _Params(topo, *params)
     n, dof = topo.segments, topo.dof
     dt = q.dtype

@@ -158,6 +158,48 @@ def test_long_chain_auto_uses_matrix_form_and_matches():
     np.testing.assert_allclose(lam, ref_lam, rtol=RTOL, atol=ATOL)
 
 
+def test_deep_chain_auto_is_matrix_on_cpu_unrolled_elsewhere():
+    # Within 10 segments, "auto" takes the matrix form on the CPU for paths longer
+    # than jb._UNROLLED_DEPTH_CPU (6) segments and keeps the unrolled recursion on
+    # other platforms: the matrix form's products (dot_general) are in the CPU
+    # lowering and absent from the CUDA one (lowered without a GPU by jax.export).
+    # The human (7 segments, depth 4) and a 6-chain stay unrolled everywhere. Values,
+    # the jvp and reverse mode of "auto" equal the unrolled kernel's on the CPU.
+    rng = np.random.default_rng(22)
+    human = jaxmb.seven_segment_human()
+    assert jb._depth(human) == 4 and jb._depth(random_model(rng, 8)) == 8
+    for model, deep in ((random_model(rng, 6), False), (human, False), (random_model(rng, 8, tree=True), None),
+                        (random_model(rng, 10, base="floating", coordinates="absolute"), True)):  # fmt: skip
+        deep = jb._depth(model) > 6 if deep is None else deep
+        assert jb._cpu_takes_matrix(jb.Spec("tau"), model) == deep
+        assert not jb._cpu_takes_matrix(jb.Spec("forward"), model)
+        assert not jb._cpu_takes_matrix(jb.Spec("tau", "unrolled"), model)
+        x = jnp.zeros((3, model.dof))
+        f = jax.jit(lambda q, model=model: jaxmb.inverse_dynamics(model, q, q, q))
+        for platform, matrix in (("cpu", deep), ("cuda", False)):
+            text = jax.export.export(f, platforms=[platform])(x).mlir_module()
+            assert ("dot_general" in text) == matrix, (model.segments, platform)
+
+    model = random_model(rng, 8, base="floating", coordinates="absolute")
+    q, qd, qdd, loads = (jnp.asarray(x) for x in batch_state(23, model))
+    w = jnp.asarray(rng.standard_normal(q.shape))
+
+    def f(kernel):
+        return lambda q, qd: jaxmb.inverse_dynamics(model, q, qd, qdd, loads, kernel=kernel, gradient="autodiff")
+
+    @jax.jit
+    def run(q, qd):
+        out = []
+        for k in ("auto", "unrolled"):
+            out.append((f(k)(q, qd), jax.jvp(f(k), (q, qd), (w, w))[1],
+                        jax.grad(lambda q, qd: jnp.sum(w * jnp.sin(f(k)(q, qd))), (0, 1))(q, qd)))  # fmt: skip
+        return out
+
+    auto, unrolled = run(q, qd)
+    for a, u in zip(jax.tree_util.tree_leaves(auto), jax.tree_util.tree_leaves(unrolled)):
+        np.testing.assert_allclose(a, u, rtol=1e-9, atol=1e-9 * np.abs(u).max())
+
+
 @pytest.mark.parametrize("tree,base,coordinates", CONFIGS[::3], ids=CONFIG_IDS[::3])
 def test_forward_dynamics_batch_inverts_inverse(tree, base, coordinates):
     rng = np.random.default_rng(40)
