@@ -234,7 +234,8 @@ def gradient_compile(quick: bool = False, log=print) -> list:
     median of three compiles each: one compile of the same code varies by 25 % on
     the 2-core VM), with per-sample loads where the function takes them. B = 1e3 (the
     compile time hardly depends on B without chunks), and forward dynamics also at
-    B = 1e5, where its kernel runs in chunks."""
+    B = 1e5, where its kernel runs in chunks; then the gradients of inverse and
+    forward dynamics with respect to q, qd and the loads at B = 1e5."""
     import jax
     import jax.numpy as jnp
 
@@ -312,6 +313,25 @@ def gradient_compile(quick: bool = False, log=print) -> list:
                  "compile_s": s, "compiles_s": reps, "load": common.load()})  # fmt: skip
     log(f"GC human7 grad forward_dynamics B=1e5 (chunked) jit compile {s:.2f} s "
         f"(median of {', '.join(f'{r:.2f}' for r in reps)})")
+    # the gradient with respect to the state (q, qd and the loads, as a trajectory
+    # optimisation takes it), inverse and forward dynamics, B = 1e5
+    state = {
+        "inverse_dynamics": lambda m, q, qd, x, ld: jaxmb.inverse_dynamics(m, q, qd, x, ld),
+        "forward_dynamics": lambda m, q, qd, x, ld: jaxmb.forward_dynamics(m, q, qd, x, ld),
+    }
+    for name, f in ({} if quick else state).items():
+        def loss_s(m, q, qd, x, ld, f=f):
+            return jnp.sum(jnp.sin(f(m, q, qd, x, ld)))
+
+        reps = []
+        for _ in range(3):
+            jax.clear_caches()
+            reps.append(common.compile_and_time(jax.grad(loss_s, argnums=(1, 2, 4)), model, qc, qdc, xc, ldc)[1])
+        s = float(np.median(reps))
+        rows.append({"model": "seven_segment_human", "function": name, "gradient": "default", "batch": Bc,
+                     "wrt": "q, qd, loads", "compile_s": s, "compiles_s": reps, "load": common.load()})  # fmt: skip
+        log(f"GC human7 grad {name} w.r.t. q, qd, loads B=1e5 jit compile {s:.2f} s "
+            f"(median of {', '.join(f'{r:.2f}' for r in reps)})")
     return rows
 
 

@@ -59,7 +59,8 @@ def targets(res: dict) -> list:
     for g in res.get("gradient_compile", []):
         if g["gradient"] != "autodiff":
             at = f", B={g['batch']:.0e}" if "batch" in g else ""
-            add(f"compile of jax.grad (model) of the seven-segment human's {g.get('function', 'inverse_dynamics')}{at}: < 2 s",
+            wrt = g.get("wrt", "model")
+            add(f"compile of jax.grad ({wrt}) of the seven-segment human's {g.get('function', 'inverse_dynamics')}{at}: < 2 s",
                 g["compile_s"], 2.0, g["compile_s"] < 2.0)
     for r in res.get("simulation", []):
         x = r["speedup"].get("mujoco_rollout")
@@ -176,13 +177,13 @@ def tables(res: dict) -> str:
                          f"{'-' if auto is None else f'{auto:.2f}'} | {_ms(t['grad_jit_vmap']['median'])} | "
                          f"{g['grad_compile_s']:.2f} | {'-' if diff is None else f'{diff:.0e}'} |")  # fmt: skip
     if res.get("gradient_compile"):
-        lines += ["", "### Compile time of the gradient (w.r.t. the model), seven-segment human", "",
-                  "| function | gradient | batch | jit compile s (cleared caches) | first un-jitted `jax.grad` call s |",
-                  "|---|---|---|---|---|"]
+        lines += ["", "### Compile time of the gradient, seven-segment human", "",
+                  "| function | gradient | with respect to | batch | jit compile s (cleared caches) | "
+                  "first un-jitted `jax.grad` call s |", "|---|---|---|---|---|---|"]
         for g in res["gradient_compile"]:
             first = g.get("first_call_unjitted_s")
-            lines.append(f"| {g.get('function', 'inverse_dynamics')} | {g['gradient']} | {g.get('batch', 1000):.0e} | "
-                         f"{g['compile_s']:.2f} | {'-' if first is None else f'{first:.2f}'} |")
+            lines.append(f"| {g.get('function', 'inverse_dynamics')} | {g['gradient']} | {g.get('wrt', 'model')} | "
+                         f"{g.get('batch', 1000):.0e} | {g['compile_s']:.2f} | {'-' if first is None else f'{first:.2f}'} |")
     if res.get("simulation"):
         lines += ["", "### Batched RK4 simulation against mujoco.rollout (2 threads)", "",
                   "| model | batch | steps | jaxmb (direct) steps/s | jaxmb_jit steps/s | jit_vmap steps/s | "

@@ -294,12 +294,12 @@ def forward_dynamics(model: Model, q, qd, tau, loads=None, *, chunk: int | None 
       to lam (up to 32 segments). q, qd and loads get JAX's reverse mode of the
       recursion (its matrix form when the kernel is unrolled).
       The gradient of the seven-segment human's forward dynamics with respect to
-      the model compiles in 1.97 s against 3.11 s with "autodiff", which traces the
+      the model compiles in 2.15 s against 2.98 s with "autodiff", which traces the
       forward-mode derivative and lets JAX transpose it (a 10-step
-      :func:`jaxmb.simulate`: 3.22 s against 5.41 s). B = 1e3, medians of three
+      :func:`jaxmb.simulate`: 3.44 s against 5.57 s). B = 1e3, medians of three
       compiles on this project's 2-core CPU, ``python -m benchmarks --only
-      gradient_compile``, 2026-11-24 04:50 UTC (2.66 s in a slow phase of the VM
-      at 03:56; 2.95 s at B = 1e5, where the kernel runs in chunks). JAX's reverse mode of the algorithm itself
+      gradient_compile``, 2026-11-24 05:11 UTC (1.97 s at 04:50; 2.94 s at
+      B = 1e5, where the kernel runs in chunks). JAX's reverse mode of the algorithm itself
       took about 11 s (not rerun). The run time is the same as with "autodiff".
       ``jax.jvp`` and ``jax.jacfwd`` of it raise "can't apply forward-mode autodiff
       (jvp) to a custom_vjp function": use "autodiff" for them. Reverse over reverse and forward over
