@@ -267,71 +267,45 @@ def gradient_compile(quick: bool = False, log=print) -> list:
         log(f"GC human7 grad inverse_dynamics ({form:8s}) jit compile {row['compile_s']:.2f} s; "
             f"first un-jitted jax.grad call {direct_s:.2f} s")
     ld = jax.device_put(loads)
-    others = {
-        "joint_moments": lambda m, q, qd, x: jaxmb.joint_moments(m, q, qd, x, ld),
-        "joint_reactions": lambda m, q, qd, x: jaxmb.joint_reactions(m, q, qd, x, ld),
-        "forward_dynamics": lambda m, q, qd, x: jaxmb.forward_dynamics(m, q, qd, x, ld),
-        "mass_matrix": lambda m, q, qd, x: jaxmb.mass_matrix(m, q),
-        "bias_forces": lambda m, q, qd, x: jaxmb.bias_forces(m, q, qd),
-        "simulate": lambda m, q, qd, x: jaxmb.simulate(m, q, qd, x, 1e-3, steps=10).q,
+    # forward dynamics at B = 1e5 runs in chunks (at most 2048 samples; 1e5 is no
+    # multiple of it), the size of a user's batch
+    Bc = 10**5
+    big = (model,) + tuple(jax.device_put(x) for x in common.states(model, Bc, seed=19))
+    big += (jax.device_put(np.random.default_rng(20).normal(0.0, 10.0, (Bc, model.segments, 3))),)
+    # (key, loss, arguments, argnums, extra row fields); the loss is sum(f ** 2)
+    # w.r.t. the model, sum(sin(f)) w.r.t. the state (q, qd and the loads, as a
+    # trajectory optimisation takes it)
+    cases = [
+        ("joint_moments", lambda m, q, qd, x: jaxmb.joint_moments(m, q, qd, x, ld)),
+        ("joint_reactions", lambda m, q, qd, x: jaxmb.joint_reactions(m, q, qd, x, ld)),
+        ("forward_dynamics", lambda m, q, qd, x: jaxmb.forward_dynamics(m, q, qd, x, ld)),
+        ("mass_matrix", lambda m, q, qd, x: jaxmb.mass_matrix(m, q)),
+        ("bias_forces", lambda m, q, qd, x: jaxmb.bias_forces(m, q, qd)),
+        ("simulate", lambda m, q, qd, x: jaxmb.simulate(m, q, qd, x, 1e-3, steps=10).q),
         # the custom_jvp rule transposed by JAX, for comparison with the default's own
         # reverse-mode rule (not a target)
-        "forward_dynamics autodiff": lambda m, q, qd, x: jaxmb.forward_dynamics(m, q, qd, x, ld, gradient="autodiff"),
-        "simulate autodiff": lambda m, q, qd, x: jaxmb.simulate(m, q, qd, x, 1e-3, steps=10, gradient="autodiff").q,
-    }
+        ("forward_dynamics autodiff", lambda m, q, qd, x: jaxmb.forward_dynamics(m, q, qd, x, ld, gradient="autodiff")),
+        ("simulate autodiff", lambda m, q, qd, x: jaxmb.simulate(m, q, qd, x, 1e-3, steps=10, gradient="autodiff").q),
+    ]  # fmt: skip
+    cases = [(k, lambda *a, f=f: jnp.sum(f(*a) ** 2), args, 0, {}) for k, f in cases]
+    cases.append(("forward_dynamics", lambda *a: jnp.sum(jaxmb.forward_dynamics(*a) ** 2), big, 0, {"batch": Bc}))
+    for name in ("inverse_dynamics", "forward_dynamics"):
+        f = getattr(jaxmb, name)
+        cases.append((name, lambda *a, f=f: jnp.sum(jnp.sin(f(*a))), big, (1, 2, 4),
+                      {"batch": Bc, "wrt": "q, qd, loads"}))  # fmt: skip
     if quick:
-        others = {k: others[k] for k in ("joint_reactions", "forward_dynamics")}
-    for key, f in others.items():
+        cases = [c for c in cases if c[0] in ("joint_reactions", "forward_dynamics") and not c[4]]
+    for key, loss, a, argnums, extra in cases:
         name, _, form = key.partition(" ")
-
-        def loss(m, q, qd, x, f=f):
-            return jnp.sum(f(m, q, qd, x) ** 2)
-
         reps = []
         for _ in range(1 if quick else 3):
             jax.clear_caches()
-            reps.append(common.compile_and_time(jax.grad(loss), *args)[1])
+            reps.append(common.compile_and_time(jax.grad(loss, argnums=argnums), *a)[1])
         s = float(np.median(reps))
-        rows.append({"model": "seven_segment_human", "function": name, "gradient": form or "default", "compile_s": s,
-                     "compiles_s": reps, "load": common.load()})  # fmt: skip
-        log(f"GC human7 grad {key} jit compile {s:.2f} s (median of {', '.join(f'{r:.2f}' for r in reps)})")
-    # forward dynamics at B = 1e5: chunked (2048 samples at most per chunk; 1e5 is no
-    # multiple of it), the size of a user's batch
-    Bc = 10**5
-    qc, qdc, xc = (jax.device_put(x) for x in common.states(model, Bc, seed=19))
-    ldc = jax.device_put(np.random.default_rng(20).normal(0.0, 10.0, (Bc, model.segments, 3)))
-
-    def loss_c(m, q, qd, x, ld):
-        return jnp.sum(jaxmb.forward_dynamics(m, q, qd, x, ld) ** 2)
-
-    reps = []
-    for _ in range(1 if quick else 3):
-        jax.clear_caches()
-        reps.append(common.compile_and_time(jax.grad(loss_c), model, qc, qdc, xc, ldc)[1])
-    s = float(np.median(reps))
-    rows.append({"model": "seven_segment_human", "function": "forward_dynamics", "gradient": "default", "batch": Bc,
-                 "compile_s": s, "compiles_s": reps, "load": common.load()})  # fmt: skip
-    log(f"GC human7 grad forward_dynamics B=1e5 (chunked) jit compile {s:.2f} s "
-        f"(median of {', '.join(f'{r:.2f}' for r in reps)})")
-    # the gradient with respect to the state (q, qd and the loads, as a trajectory
-    # optimisation takes it), inverse and forward dynamics, B = 1e5
-    state = {
-        "inverse_dynamics": lambda m, q, qd, x, ld: jaxmb.inverse_dynamics(m, q, qd, x, ld),
-        "forward_dynamics": lambda m, q, qd, x, ld: jaxmb.forward_dynamics(m, q, qd, x, ld),
-    }
-    for name, f in ({} if quick else state).items():
-        def loss_s(m, q, qd, x, ld, f=f):
-            return jnp.sum(jnp.sin(f(m, q, qd, x, ld)))
-
-        reps = []
-        for _ in range(3):
-            jax.clear_caches()
-            reps.append(common.compile_and_time(jax.grad(loss_s, argnums=(1, 2, 4)), model, qc, qdc, xc, ldc)[1])
-        s = float(np.median(reps))
-        rows.append({"model": "seven_segment_human", "function": name, "gradient": "default", "batch": Bc,
-                     "wrt": "q, qd, loads", "compile_s": s, "compiles_s": reps, "load": common.load()})  # fmt: skip
-        log(f"GC human7 grad {name} w.r.t. q, qd, loads B=1e5 jit compile {s:.2f} s "
-            f"(median of {', '.join(f'{r:.2f}' for r in reps)})")
+        rows.append({"model": "seven_segment_human", "function": name, "gradient": form or "default", **extra,
+                     "compile_s": s, "compiles_s": reps, "load": common.load()})  # fmt: skip
+        where = "".join(f" {k}={v:.0e}" if k == "batch" else f" w.r.t. {v}" for k, v in extra.items())
+        log(f"GC human7 grad {key}{where} jit compile {s:.2f} s (median of {', '.join(f'{r:.2f}' for r in reps)})")
     return rows
 
 

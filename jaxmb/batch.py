@@ -409,11 +409,9 @@ def _aba_cut(model) -> int:
 
 
 def _depth(model: Model) -> int:
-    """Segments on the longest path from the root (parents precede children)."""
-    d = []
-    for p in model.parent:
-        d.append(1 if p < 0 else d[p] + 1)
-    return max(d)
+    """Segments on the longest path from the root: the largest row sum of the
+    ancestor matrix."""
+    return int(ancestor_matrix(model.parent).sum(axis=1).max())
 
 
 def _cpu_takes_matrix(spec, model: Model) -> bool:
@@ -485,7 +483,9 @@ def _map_chunks(fn, xs, chunk: int, method: str, batch_first: bool = False, inpu
     # cotangent to the last write only). One traced call of ``fn`` serves every
     # chunk: a separate call on the remainder compiled the kernel twice, which
     # doubled the compile time of the forward dynamics' gradient whenever
-    # B % chunk != 0 (6.2 s against 3.6 s for the seven-segment human at B = 1e5).
+    # B % chunk != 0 (an ad-hoc measurement before the change, the seven-segment
+    # human: 6.2 s at B = 1e5 against 3.6 s at B = 98,304; ``python -m benchmarks
+    # --only gradient_compile`` records the B = 1e5 case since).
     count = -(-B // chunk)
     chunk = -(-B // count)
     last = B - chunk
@@ -1573,6 +1573,17 @@ def _tangent_split(fwd, rev, primals, tangents, like):
     )
 
 
+def _forward_tau(spec: Spec, topo: Model):
+    """(tau, tau_rev) for forward dynamics' derivative rules: inverse dynamics with
+    forward dynamics' kernel choice, and the evaluation whose reverse mode gives the
+    state's cotangents: the matrix form when that kernel is unrolled (see
+    :func:`_tangent_split`), else the same."""
+    tau_raw = functools.partial(_evaluate_once, Spec("tau", spec.method, spec.chunk, "autodiff"), topo)
+    if _plan(topo, spec.method, spec.chunk, 2)[0] == "unrolled":
+        return tau_raw, functools.partial(_evaluate_once, Spec("tau", "matrix", None, "autodiff"), topo)
+    return tau_raw, tau_raw
+
+
 def _forward_jvp(spec: Spec, topo: Model, raw):
     """The derivative of forward dynamics from that of inverse dynamics.
 
@@ -1587,7 +1598,7 @@ def _forward_jvp(spec: Spec, topo: Model, raw):
     mode: the parameter adjoint), its state term (q, qd, loads) through
     :func:`_tangent_split` when the kernel is unrolled (reverse mode: JAX's reverse
     mode of the matrix form)."""
-    tau_raw = functools.partial(_evaluate_once, Spec("tau", spec.method, spec.chunk, "autodiff"), topo)
+    tau_raw, tau_rev = _forward_tau(spec, topo)
 
     def jvp(primals, tangents):
         params, q, qd, tau, loads = primals
@@ -1623,11 +1634,10 @@ def _forward_jvp(spec: Spec, topo: Model, raw):
                 return h
 
             primals_t, tangents_t = [flat_p[i] for i in idx], [flat_t[i] for i in idx]
-            if _plan(topo, spec.method, spec.chunk, 2)[0] == "unrolled":
+            if tau_rev is not tau_raw:
                 # forward mode by the unrolled kernel's JVP, reverse mode by the
                 # matrix form's VJP (see _tangent_split)
-                matrix_raw = functools.partial(_evaluate_once, Spec("tau", "matrix", None, "autodiff"), topo)
-                r = r - _tangent_split(with_raw(tau_raw), with_raw(matrix_raw), primals_t, tangents_t, qdd)
+                r = r - _tangent_split(with_raw(tau_raw), with_raw(tau_rev), primals_t, tangents_t, qdd)
             else:
                 r = r - jax.jvp(with_raw(tau_raw), primals_t, tangents_t)[1]
         still = params[:4] + (jnp.zeros_like(params[4]),)
@@ -1659,12 +1669,7 @@ def _forward_vjp(spec: Spec, topo: Model, raw, g):
     one reverse pass, instead of the forward-mode linearisation of the recursion
     that JAX's transposition of the custom_jvp rule traces first. Reverse mode
     only, like the other adjoints (forward mode: gradient="autodiff")."""
-    tau_spec = Spec("tau", spec.method, spec.chunk, "autodiff")
-    tau_raw = functools.partial(_evaluate_once, tau_spec, topo)
-    if _plan(topo, spec.method, spec.chunk, 2)[0] == "unrolled":
-        tau_rev = functools.partial(_evaluate_once, Spec("tau", "matrix", None, "autodiff"), topo)
-    else:
-        tau_rev = tau_raw
+    tau_rev = _forward_tau(spec, topo)[1]
     v = jax.custom_vjp(g)
 
     def fwd(*args):

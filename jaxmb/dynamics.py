@@ -281,7 +281,8 @@ def forward_dynamics(model: Model, q, qd, tau, loads=None, *, chunk: int | None 
     at least the segment's own inertia about its joint (an exact lower bound), so
     rounding (float32 on an ill-conditioned model) cannot make it vanish and the
     result stays finite. Up to 4 segments the whole pass is one fused loop over the
-    batch; beyond, in chunks of 2048 samples with the segments' states materialised.
+    batch; beyond, in chunks of at most 2048 samples with the segments' states
+    materialised.
 
     Derivatives follow from those of inverse dynamics: qdd solves ID(q, qd, qdd) =
     tau, so d qdd = M^-1 (d tau - dID) with qdd held fixed, and no derivative of the
@@ -299,8 +300,8 @@ def forward_dynamics(model: Model, q, qd, tau, loads=None, *, chunk: int | None 
       :func:`jaxmb.simulate`: 3.44 s against 5.57 s). B = 1e3, medians of three
       compiles on this project's 2-core CPU, ``python -m benchmarks --only
       gradient_compile``, 2026-11-24 05:11 UTC (1.97 s at 04:50; 2.94 s at
-      B = 1e5, where the kernel runs in chunks). JAX's reverse mode of the algorithm itself
-      took about 11 s (not rerun). The run time is the same as with "autodiff".
+      B = 1e5, where the kernel runs in chunks). JAX's reverse mode of the algorithm
+      itself took about 11 s (not rerun).
       ``jax.jvp`` and ``jax.jacfwd`` of it raise "can't apply forward-mode autodiff
       (jvp) to a custom_vjp function": use "autodiff" for them. Reverse over reverse and forward over
       reverse (``jax.hessian``, ``jax.jacfwd(jax.grad(f))``) work.
@@ -359,8 +360,8 @@ def rnea_full(model: Model, q, qd, qdd, loads=None, *, kernel: str = "auto", chu
 
     Cost: XLA:CPU computes each output row of the unrolled recursion (the default
     kernel of most models up to 10 segments, see :func:`inverse_dynamics`) in a
-    loop of its own, recomputing the shared kinematics, so the time grows with the number of rows returned (dof + 3
-    segments): for the three-segment leg, ``joint_moments`` and ``joint_reactions``
+    loop of its own, recomputing the shared kinematics, so the time grows with the
+    number of rows returned (dof + 3 segments): for the three-segment leg, ``joint_moments`` and ``joint_reactions``
     together took a third of the time of this function. ``kernel="matrix"``
     materialises the recursion once and writes the rows from it: the gait
     pipeline's choice for moments and reactions together (``jaxmb.gait._KERNEL``).

@@ -207,5 +207,4 @@ def test_forward_dynamics_adjoint_equals_autodiff(case, monkeypatch):
         per = jax.jit(jax.vmap(jax.grad(loss("adjoint"), argnums=(1, 2, 3, 4)), in_axes=(None, 0, 0, 0, 0)))(*args)
         for a, d in zip(per, ga[1:]):
             np.testing.assert_allclose(a, d, rtol=1e-9, atol=1e-9 * (1 + np.abs(d).max()))
-    if case == "no-adjoint":
         jax.clear_caches()
