@@ -15,7 +15,6 @@ import csv
 import io
 import os
 import sys
-import tempfile
 
 __all__ = ["add_command"]
 
@@ -41,26 +40,10 @@ def _fail(msg: str) -> int:
     return 2
 
 
-def _atomic_bytes(path: str, data: bytes) -> None:
-    folder = os.path.dirname(path) or "."
-    fd, tmp = tempfile.mkstemp(dir=folder, prefix=".tmp-", suffix=os.path.basename(path))
-    try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
-        umask = os.umask(0)
-        os.umask(umask)
-        os.chmod(tmp, 0o666 & ~umask)  # mkstemp creates 0600; give the usual mode
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
-
-
-def _atomic_figure(fig, path: str) -> None:
+def _png(fig) -> bytes:
     buf = io.BytesIO()
     fig.savefig(buf, format="png", dpi=100)
-    _atomic_bytes(path, buf.getvalue())
+    return buf.getvalue()
 
 
 def _csv_text(rows) -> str:
@@ -91,6 +74,7 @@ def _run(args) -> int:
     from tqdm import tqdm
 
     from . import identify
+    from .io import _write_files as write_files
 
     stages = ["fit", "bands", "files"]
     bar = tqdm(total=len(stages), desc="identify", unit="stage", file=sys.stderr, leave=False)
@@ -110,22 +94,21 @@ def _run(args) -> int:
         bands = identify.monte_carlo(true, trial["q"][sel], trial["qd"][sel], trial["qdd"][sel], trial["loads"][sel],
                                      spread=spread, draws=args.draws, seed=args.seed)  # fmt: skip
     bar.update()
-    files = []
+    files = {}
     if args.out:
         bar.set_postfix_str("writing")
-        path = os.path.join(args.out, "identify_running.csv")
-        _atomic_bytes(path, _csv_text(out["rows"]).encode())
-        files.append(path)
-        path = os.path.join(args.out, "identify_recovery.png")
-        _atomic_figure(identify.recovery_figure(out["rows"]), path)
-        files.append(path)
+        files[os.path.join(args.out, "identify_running.csv")] = _csv_text(out["rows"])
+        files[os.path.join(args.out, "identify_recovery.png")] = _png(identify.recovery_figure(out["rows"]))
         if bands is not None:
             d = trial["data"]
             sel = slice(None, None, args.stride)
             mom = np.where(trial["moment_weights"][sel, None] > 0, trial["moments"][sel], np.nan)
-            path = os.path.join(args.out, "identify_bands.png")
-            _atomic_figure(identify.bands_figure(d.time[sel], bands, mom), path)
-            files.append(path)
+            files[os.path.join(args.out, "identify_bands.png")] = _png(identify.bands_figure(d.time[sel], bands, mom))
+        try:  # every file or none
+            write_files(files)
+        except OSError as e:
+            bar.close()
+            return _fail(f"cannot write to {args.out!r}: {e}")
     bar.update()
     bar.close()
 

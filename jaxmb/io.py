@@ -411,23 +411,50 @@ def _read_lines(path) -> tuple[list, str]:
         return f.read().split("\n"), path.name
 
 
+def _umask() -> int:
+    mask = os.umask(0o022)  # reading the mask means setting it: put it straight back
+    os.umask(mask)
+    return mask
+
+
+def _write_files(files: dict) -> None:
+    """Write ``{path: bytes or str}`` as one set: every file goes to a temporary name
+    in its folder first (flushed to disk, with the mode a new file gets under the
+    process's umask: ``mkstemp`` alone gives 0600), then each is renamed into place.
+    A failure while writing removes the temporary files and leaves every path as it
+    was; the renames, done last, are each atomic."""
+    staged = []
+    try:
+        mode = 0o666 & ~_umask()
+        for path, data in files.items():
+            path = Path(path)
+            directory = path.parent if str(path.parent) else Path(".")
+            fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=directory)
+            staged.append((tmp, path))
+            with os.fdopen(fd, "wb") as f:
+                f.write(data.encode("utf-8") if isinstance(data, str) else data)
+                f.flush()
+                os.fsync(f.fileno())
+            os.chmod(tmp, mode)
+        for tmp, path in staged:
+            if path.is_dir():
+                raise IsADirectoryError(f"{path} is a folder")
+        for k, (tmp, path) in enumerate(staged):
+            os.replace(tmp, path)
+            staged[k] = (None, path)
+    except BaseException:
+        for tmp, _ in staged:
+            if tmp is not None:
+                try:
+                    os.unlink(tmp)
+                except FileNotFoundError:
+                    pass
+        raise
+
+
 def _atomic_write(path, text: str) -> None:
     """Write ``text`` to ``path`` through a temporary file and ``os.replace``."""
-    path = Path(path)
-    directory = path.parent if str(path.parent) else Path(".")
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=directory)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8", newline="\n") as f:
-            f.write(text)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except FileNotFoundError:
-            pass
-        raise
+    _write_files({path: text})
 
 
 def _format(x: float, fmt: str) -> str:
