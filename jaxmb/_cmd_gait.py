@@ -7,18 +7,21 @@ force plates. ``--c3d`` with several files analyses them as one batch (one call 
 :func:`jaxmb.gait.analyze` per pair of marker and force rates, trials of unequal
 length padded), each
 trial's outputs in a folder of its own and a table of every trial's peaks
-(``trials.csv``). Every output is computed first and then written atomically (a
-temporary name, then a rename), so a failed run leaves no half-written file.
+(``trials.csv``). Every output (CSV text, figures as PNG) is rendered first and
+then written as one set (:func:`jaxmb.io._write_files`: every file to a temporary
+name, then the renames), so a failed run leaves no half-written file and no partial
+set; a write that fails is one line on stderr and exit status 2. The time column of
+the CSV files of a measured trial is the file's time.
 """
 
 from __future__ import annotations
 
 import argparse
 import csv
-from io import StringIO
+import dataclasses
+from io import BytesIO, StringIO
 import os
 import sys
-import tempfile
 
 import numpy as np
 
@@ -80,7 +83,8 @@ def _cutoff(text, default):
 
 def _load(args, progress):
     """A list of trials (inputs of analyze, truth or None, stance slice or None,
-    description, name): one for the bundled data or a TRC file, one per C3D file."""
+    description, name, the file's time of each frame or None): one for the bundled
+    data or a TRC file, one per C3D file."""
     from . import gait
 
     if args.forces and not args.trc:
@@ -88,13 +92,16 @@ def _load(args, progress):
     if args.body_mass is not None and not (np.isfinite(args.body_mass) and args.body_mass > 0):
         raise InputError(f"--body-mass must be > 0 kg, got {args.body_mass}")
     if not (args.c3d or args.trc):
+        if args.side != "right":
+            raise InputError(f"--side {args.side}: the bundled running data have the right leg only "
+                             "(give --c3d or --trc for another leg)")  # fmt: skip
         data = gait.running_data()
         kw = data.inputs()
         kw["cutoff"] = _cutoff(args.cutoff, None)
         if args.body_mass is not None:
             kw["body_mass"] = args.body_mass
         truth = (data.moments, data.force_magnitudes)
-        return [(kw, truth, None, "van den Bogert's simulated running (bundled), right leg, 10 kHz", "running")]
+        return [(kw, truth, None, "van den Bogert's simulated running (bundled), right leg, 10 kHz", "running", None)]
     if args.c3d:
         several = len(args.c3d) > 1
         out = []
@@ -112,6 +119,16 @@ def _load(args, progress):
     return [_load_one(args)]
 
 
+def _message(e: BaseException) -> str:
+    """The text of a reader's or sagittal's error, for one line: an OSError as
+    "file: reason", a KeyError without the quotes that str() adds."""
+    if isinstance(e, OSError) and e.strerror:
+        return f"{e.filename}: {e.strerror}" if e.filename is not None else e.strerror
+    if isinstance(e, KeyError) and e.args:
+        return str(e.args[0])
+    return str(e)
+
+
 def _load_one(args, path=None):
     """One measured trial: from the C3D file ``path``, or from --trc and --forces."""
     from . import gait, io
@@ -126,7 +143,7 @@ def _load_one(args, path=None):
     except ImportError as e:
         raise InputError(str(e)) from None
     except (OSError, ValueError, KeyError) as e:
-        raise InputError(str(e).strip("'\"")) from None
+        raise InputError(_message(e)) from None
     if sg.stance is None:
         raise InputError(f"the {args.side} foot touches no force plate in {name}")
     body_mass = args.body_mass
@@ -138,7 +155,7 @@ def _load_one(args, path=None):
     kw.update(body_mass=body_mass, cutoff=_cutoff(args.cutoff, 6.0))
     est = "" if args.body_mass is not None else " (estimated from the plates)"
     desc = f"{name}, {args.side} leg, body mass {body_mass:.1f} kg{est}"
-    return kw, None, slice(*sg.stance), desc, os.path.splitext(os.path.basename(path or args.trc))[0]
+    return kw, None, slice(*sg.stance), desc, os.path.splitext(os.path.basename(path or args.trc))[0], sg.time
 
 
 _PER_TRIAL = ("hip", "knee", "ankle", "toe", "force", "cop")
@@ -298,65 +315,89 @@ def _summary(res, truth, stance, desc):
                          f"{err['forces'][j]:15.3f} N{err['forces_rms'][j]:9.1f} N")  # fmt: skip
         return lines, err
     n = stance.stop - stance.start
-    lines.append(f"stance: frames {stance.start}-{stance.stop - 1} ({n / res.rate:.2f} s); "
-                 "clinical signs (extensor, plantarflexor moments positive), per kg of body mass")
+    t = res.time  # the file's time of each frame
+    lines.append(f"stance: {t[stance.start]:.3f}-{t[stance.stop - 1]:.3f} s of the file ({n} frames, "
+                 f"{n / res.rate:.2f} s); clinical signs (extensor, plantarflexor moments positive), per kg of "
+                 "body mass")  # fmt: skip
     lines.append(f"{'joint':8s}{'peak + N m/kg':>15s}{'at %':>6s}{'peak - N m/kg':>15s}{'at %':>6s}{'peak power W/kg':>17s}")
     for joint, (hi, at_hi, lo, at_lo, power) in _peaks(res, stance).items():
         lines.append(f"{joint:8s}{hi:15.2f}{at_hi:6.0f}{lo:15.2f}{at_lo:6.0f}{power:17.2f}")
     return lines, None
 
 
-def _write_text(path, text):
-    with open(path, "w") as f:
-        f.write(text)
-
-
-def _atomic_bytes(path, write):
-    """Call write(tmp_path), then rename to path: no half-written file on failure."""
-    folder = os.path.dirname(path) or "."
-    fd, tmp = tempfile.mkstemp(prefix=".tmp-", suffix=os.path.splitext(path)[1], dir=folder)
-    os.close(fd)
-    try:
-        write(tmp)
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.remove(tmp)
-        raise
+def _png(fig) -> bytes:
+    """A figure rendered as PNG bytes."""
+    buf = BytesIO()
+    fig.savefig(buf, format="png", dpi=100)
+    return buf.getvalue()
 
 
 def _trial_outputs(res, truth, stance, desc, args):
-    """(summary lines, {file name: CSV text}, {file name: function making the figure})
-    of one trial: the figures are drawn when written, so that a batch of many trials
-    does not hold every figure at once."""
+    """(summary lines, {file name: CSV text or PNG bytes}) of one trial: each figure
+    is rendered when made, so that a batch of many trials holds PNG bytes, not
+    figures."""
     from . import gait
 
     lines, _ = _summary(res, truth, stance, desc)
+    where = np.zeros(len(res.time), bool)
+    where[stance] = True  # "over stance": the stance the caller knows
     effects = gait.term_effects(res, None if truth is None else truth[0],
-                                None if truth is None else truth[1])  # fmt: skip
+                                None if truth is None else truth[1], where=where)  # fmt: skip
     lines.append("quasi-static estimate (inertial terms dropped), RMS change of the moments over stance: "
                  + ", ".join(f"{j} {v:.2f} N m" for j, v in zip(gait.JOINTS, effects["quasi_static"]["moment_change_rms"])))  # fmt: skip
     out_res = res.to_convention(args.convention)
     files = _tables(out_res)
     files["summary.txt"] = "\n".join(lines) + "\n"
-    figures = {}
     if not args.no_figures:
         if truth is not None:
-            figures["moments.png"] = lambda: gait.moments_figure(out_res, truth[0], truth[1], title=desc)
+            files["moments.png"] = _png(gait.moments_figure(out_res, truth[0], truth[1], title=desc))
         else:
-            figures["stance.png"] = lambda: _stance_figure(out_res, stance, desc)
-        figures["quasi_static.png"] = lambda: gait.term_effects_figure(
-            out_res, None if truth is None else truth[0], effects if args.convention == "jaxmb" else None)
-    return lines, files, figures
+            files["stance.png"] = _png(_stance_figure(out_res, stance, desc))
+        shown = effects if args.convention == "jaxmb" else gait.term_effects(out_res, where=where)
+        files["quasi_static.png"] = _png(gait.term_effects_figure(out_res, None if truth is None else truth[0], shown))
+    return lines, files
+
+
+def _write(outputs, out):
+    """Write {folder: {file name: text or bytes}} as one set (the folders made first;
+    those made here are removed again when the writing fails)."""
+    from .io import _write_files
+
+    made = []
+    try:
+        for folder in outputs:
+            parts = []
+            f = os.path.abspath(folder)
+            while not os.path.isdir(f) and f != os.path.dirname(f):
+                parts.append(f)
+                f = os.path.dirname(f)
+            for d in reversed(parts):
+                try:
+                    os.mkdir(d)
+                except OSError as e:
+                    raise InputError(f"cannot create the output folder {folder}: {_message(e)}") from None
+                made.append(d)
+        try:
+            _write_files({os.path.join(folder, name): data for folder, files in outputs.items()
+                          for name, data in files.items()})  # fmt: skip
+        except OSError as e:
+            raise InputError(f"cannot write the outputs to {out}: {_message(e)}") from None
+    except InputError:
+        for d in reversed(made):
+            try:
+                os.rmdir(d)
+            except OSError:
+                pass
+        raise
+    return sum(len(files) for files in outputs.values())
 
 
 def run(args) -> int:
     from tqdm.auto import tqdm
 
     n_files = len(args.c3d) if args.c3d else 1
-    # reading each file, the inverse dynamics, each trial's summary and figures,
-    # writing (each folder when there are several)
-    steps = n_files + 1 + n_files + (n_files + 1 if n_files > 1 else 1)
+    # reading each file, the inverse dynamics, each trial's summary and figures, writing
+    steps = n_files + 1 + n_files + 1
     with tqdm(total=steps, desc="reading", unit="step", file=sys.stderr, leave=False,
               disable=None) as progress:  # fmt: skip
         trials = _load(args, progress)
@@ -370,36 +411,27 @@ def run(args) -> int:
         progress.update()
         names = _unique_names([t[4] for t in trials])
         outputs, stances, lines = {}, [], []
-        for (kw, truth, stance, desc, _), name, res in zip(trials, names, results):
+        for i, ((kw, truth, stance, desc, _, time), name, res) in enumerate(zip(trials, names, results)):
             progress.set_description(f"summary of {name}" if n_files > 1 else "summary")
+            if time is not None:  # a measured trial: the file's time of each frame
+                res = results[i] = dataclasses.replace(res, time=np.asarray(time, float))
             if stance is None:  # the running data: stance where the vertical force is on
                 on = np.flatnonzero(res.force[:, 1] != 0)
                 stance = slice(int(on[0]), int(on[-1]) + 1)
             stances.append(stance)
-            trial_lines, files, figures = _trial_outputs(res, truth, stance, desc, args)
+            trial_lines, files = _trial_outputs(res, truth, stance, desc, args)
             folder = args.out if n_files == 1 else os.path.join(args.out, name)
-            outputs[folder] = (files, figures)
+            outputs[folder] = files
             lines += trial_lines if n_files == 1 else []
             progress.update()
         if n_files > 1:
             table, lines = _trials_table(names, results, stances)
             lines = [f"jaxmb gait: {n_files} trials, {args.side} leg, clinical signs (extensor, plantarflexor "
                      "moments positive), peaks over stance"] + lines  # fmt: skip
-            outputs[args.out] = ({"trials.csv": table, "summary.txt": "\n".join(lines) + "\n"}, {})
+            outputs[args.out] = {"trials.csv": table, "summary.txt": "\n".join(lines) + "\n"}
         progress.set_description("writing")
-        for folder in outputs:  # every folder first: a bad one stops the run before any file is written
-            try:
-                os.makedirs(folder, exist_ok=True)
-            except OSError as e:
-                raise InputError(f"cannot create the output folder {folder}: {e.strerror}") from None
-        written = 0
-        for folder, (files, figures) in outputs.items():
-            for name, text in files.items():
-                _atomic_bytes(os.path.join(folder, name), lambda p, t=text: _write_text(p, t))
-            for name, draw in figures.items():
-                _atomic_bytes(os.path.join(folder, name), lambda p, d=draw: d().savefig(p, dpi=100))
-            written += len(files) + len(figures)
-            progress.update()
+        written = _write(outputs, args.out)
+        progress.update()
     print("\n".join(lines))
     print(f"wrote {written} files to {args.out}")
     return 0

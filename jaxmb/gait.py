@@ -1202,21 +1202,25 @@ class SagittalTrial:
     Attributes:
       hip, knee, ankle, toe: (T, 2) joint centres, m, over the frames where every
         marker needed is present (the longest such run).
-      force: (Tf, 2) ground reaction force on the foot (Fx, Fy), N, the sum over the
-        plates this foot stepped on; zero where no plate is loaded.
-      cop: (Tf, 2) centre of pressure (x, y), m (held at the nearest loaded sample
+      force: (Tf, 2) ground reaction force on the foot (Fx, Fy), N, at
+        ``time[0] + j / force_rate``: the sum over this foot's contacts with the
+        plates; zero elsewhere.
+      cop: (Tf, 2) centre of pressure (x, y), m (held at the next loaded sample
         where the force is zero).
       rate, force_rate: Hz.
       time: (T,) s, the file's time of each frame.
       stance: (start, stop) frames of the stance phase on the plates (stop exclusive),
-        indices into the (T,) arrays; None when the foot touched no plate.
-      plates: indices of the plates under this foot.
+        indices into the (T,) arrays (``time[start]`` is the file's time of its first
+        frame); None when the foot touched no plate.
+      plates: 0-based indices of the plates under this foot.
       axes: (3, 3) rows: the lab-frame unit vectors of forward (x), up (y) and the
         right-hand lateral axis (forward x up), in which the data were projected.
       side: "right" or "left".
       body_weight: N, the mean total vertical force over the middle 70 % of each
         loaded plate's contact (single support, where the foot carries the body; an
         estimate within a few per cent), or None without plates.
+      contacts: ((plate, first s, last s), ...) this foot's contacts with the plates
+        (the file's times of the first and last loaded samples).
     """
 
     hip: np.ndarray
@@ -1233,6 +1237,7 @@ class SagittalTrial:
     axes: np.ndarray
     side: str
     body_weight: float | None
+    contacts: tuple = ()
 
     def inputs(self) -> dict:
         """Keyword arguments of :func:`analyze` for this trial."""
@@ -1284,6 +1289,101 @@ def _joint_centre(markers, spec, side, up):
     return np.mean([_marker(markers, lab, side) for lab in spec], axis=0)
 
 
+# Plate assignment of :func:`sagittal` (see its docstring for the margins measured on
+# the walking trial of tests/data/Gait.c3d).
+_FOOT_TOLERANCE = 0.15  # m: a foot stands on a plate whose centre of pressure is this near its heel-to-toe line
+_FOOT_EXCURSION = 0.25  # m: a centre of pressure this far from the foot, under load, is not the foot's alone
+_FOOT_STILL = 1.5  # m/s: a foot that bears load is still (the slower of its heel and toe)
+_SUBSTANTIAL = 0.2  # of a contact's peak vertical force: the samples on which the feet are judged
+_INVOLVED = 0.1  # of those samples: a foot standing on the plate for fewer is not on it
+
+
+def _src(x) -> str:
+    """" (file name)" of a Markers or ForcePlates read from a file, else ""."""
+    name = getattr(x, "source", None)
+    return f" ({name})" if name else ""
+
+
+def _spec_labels(spec, side) -> list:
+    """The marker labels of a mapping entry, {S} replaced by ``side``."""
+    spec = (spec,) if isinstance(spec, str) else tuple(spec)
+    if spec and spec[0] == "harrington":
+        spec = spec[1:]
+    return [lab.replace("{S}", side) for lab in spec]
+
+
+def _speed(x, rate):
+    """(T,) speed of a (T, 3) trajectory, m/s: central differences over +-10 ms (at
+    least a frame; one-sided at the ends), NaN next to gaps."""
+    T = len(x)
+    lag = max(1, int(round(0.01 * rate)))
+    i = np.arange(T)
+    lo, hi = np.clip(i - lag, 0, T - 1), np.clip(i + lag, 0, T - 1)
+    return np.linalg.norm(x[hi] - x[lo], axis=-1) * rate / np.maximum(hi - lo, 1)
+
+
+def _line_distance(p, a, b, up):
+    """(n,) horizontal distances of the points p from the segments a-b ((n, 3) each)."""
+    seg = b - a
+    t = np.clip(np.sum((p - a) * seg, -1) / np.maximum(np.sum(seg * seg, -1), 1e-12), 0.0, 1.0)
+    d = p - a - t[:, None] * seg
+    d = d - (d @ up)[:, None] * up
+    return np.linalg.norm(d, axis=-1)
+
+
+def _foot_force(force, cop, use, cop_ok, up):
+    """The force (n, 3) summed over the plates' samples ``use`` (n, plates), and the
+    vertical-force-weighted sum of their centres of pressure (n, 3) with its weights
+    (n,): samples without a centre of pressure (``cop_ok`` False) carry no weight."""
+    n = force.shape[0]
+    force3, fcop, wsum = np.zeros((n, 3)), np.zeros((n, 3)), np.zeros(n)
+    for k in np.flatnonzero(use.any(0)):
+        on = use[:, k]
+        f = np.where(on[:, None], force[:, k], 0.0)
+        force3 += f
+        has = on & cop_ok[:, k]
+        w = np.where(has, f @ up, 0.0)
+        fcop += np.where(has[:, None], np.nan_to_num(cop[:, k]), 0.0) * w[:, None]
+        wsum += w
+    return force3, fcop, wsum
+
+
+def _held(fcop, wsum, has):
+    """The centre of pressure fcop / wsum where ``has``, held at the next loaded
+    sample (the last one at the end) elsewhere, where the force (and so its moment)
+    is zero; zeros without any loaded sample."""
+    if not has.any():
+        return np.zeros_like(fcop)
+    cop = np.full(fcop.shape, np.nan)
+    cop[has] = fcop[has] / wsum[has, None]
+    idx = np.flatnonzero(has)
+    return cop[idx[np.clip(np.searchsorted(idx, np.arange(len(has))), 0, len(idx) - 1)]]
+
+
+def _gap_text(markers, labels, f0, f1) -> str:
+    """"RANK missing at 2.400-2.420 s (frames 240-242)": the markers among ``labels``
+    missing in frames f0..f1 (inclusive; counted from 0, as ``Markers.gaps`` counts
+    them), those with the same gaps together."""
+    from .io import _runs
+
+    groups = {}
+    for lab in dict.fromkeys(labels):
+        miss = ~np.isfinite(markers.get(lab)[f0 : f1 + 1]).all(-1)
+        gaps = tuple((f0 + r0, f0 + r1 - 1) for r0, r1 in _runs(miss))
+        if gaps:
+            groups.setdefault(gaps, []).append(lab)
+    t = markers.time
+    parts = []
+    for gaps, labs in list(groups.items())[:4]:
+        when = ", ".join(f"{t[g0]:.3f} s (frame {g0})" if g0 == g1 else f"{t[g0]:.3f}-{t[g1]:.3f} s (frames {g0}-{g1})"
+                         for g0, g1 in gaps[:3])  # fmt: skip
+        more = f" and {len(gaps) - 3} more gaps" if len(gaps) > 3 else ""
+        parts.append(f"{', '.join(labs)} missing at {when}{more}")
+    if len(groups) > 4:
+        parts.append(f"and {len(groups) - 4} more")
+    return "; ".join(parts)
+
+
 def sagittal(markers, plates=None, *, side: str = "right", mapping=None, min_force: float = 20.0) -> SagittalTrial:
     """3-D markers and force plates to the sagittal-plane inputs of :func:`analyze`.
 
@@ -1296,29 +1396,59 @@ def sagittal(markers, plates=None, *, side: str = "right", mapping=None, min_for
       listed markers (midpoints of lateral and medial markers where both exist); the
       hip by Harrington et al.'s regression from the pelvis markers. Give
       ``mapping={"hip": ("RGT",), ...}`` to use other markers ({S} stands for R or L).
-    - The plate under the foot: a plate whose centre of pressure, averaged over its
-      loaded samples, lies nearest to this foot's heel-to-toe segment (within 0.15 m)
-      belongs to this foot; their forces are summed. The stance phase is where the
-      vertical force exceeds ``min_force``.
     - The kinematics keep the longest run of frames in which every marker needed is
-      present; the force is cut to the same time span.
+      present (the frames analysed).
+    - Plates are assigned per *contact* (a run of samples in which a plate is loaded,
+      its force above ``min_force``), not per plate. Over the contact's substantial
+      samples (vertical force above 20 % of the contact's peak), a foot stands on the
+      plate where the centre of pressure lies within 0.15 m of the foot's heel-to-toe
+      line (horizontally) while the foot is still (its heel or its toe moving slower
+      than 1.5 m/s: a swinging foot passing the plate is not on it). A contact on
+      which this foot stands for at least 10 % of those samples is this foot's; the
+      force is the sum over this foot's contacts. It must be this foot's alone: when
+      the other foot (its heel and toe markers, where the mapping names them with
+      {S} and the file has them) stands on the plate too, or the centre of pressure
+      moves more than 0.25 m away from this foot's heel-to-toe line while the load is
+      substantial, the plate carries another foot and sagittal raises (one plate's
+      force cannot be split between two feet). On the walking trial of
+      ``tests/data/Gait.c3d`` the stance foot's centre of pressure stays within
+      0.064 m of its line, the stance foot moves at 0.55 m/s at most, and the other
+      foot comes within 0.15 m of the centre of pressure only while it swings past
+      at 4.4 m/s or more. The stance phase is where this foot's force is on.
+    - The force and centre of pressure are given at ``time[0] + j / force_rate``: the
+      plates' own samples when they fall on that grid, else linearly interpolated
+      (a TRC Time column rounded to a few decimals, or plate and marker rates that
+      are not multiples).
+    - Errors number the plates from 1, as the files do (``FX1``, force platform 1);
+      ``plates`` holds 0-based indices. They name the files when the data come from
+      jaxmb's readers (``Markers.source``, ``ForcePlates.source``).
 
     Args:
       markers: :class:`jaxmb.io.Markers` (m), or a :class:`jaxmb.io.C3DTrial` (its
         markers and force plates).
-      plates: :class:`jaxmb.io.ForcePlates` in the lab frame (N, m), or None.
+      plates: :class:`jaxmb.io.ForcePlates` in the lab frame (N, m), or None (a
+        ForcePlates without any plate counts as None).
       side: "right" or "left".
       mapping: overrides of :data:`DEFAULT_MAPPING` (keys hip, knee, ankle, toe, heel).
-      min_force: vertical force below which a plate is unloaded, N.
+      min_force: force below which a plate is unloaded, N.
 
     Returns:
       :class:`SagittalTrial` (``.inputs()`` gives :func:`analyze`'s arguments).
 
     Raises:
       ValueError: a marker named by the mapping is missing (the message lists the
-        labels), no run of complete frames, or an unknown side.
+        labels), no run of complete frames, an unknown side; plates without samples,
+        plates that do not cover the frames analysed (both time spans); a plate
+        loaded by both feet (the plate and the times); a contact of this foot (or a
+        contact whose foot cannot be told, this foot's heel and toe missing) outside
+        the frames analysed (the missing markers and the times and frames of their
+        gaps: fill them first); a NaN or infinite force on a plate of this foot within
+        the frames analysed, or a NaN centre of pressure where this foot's plate
+        carries more than twice ``min_force`` vertically (the plate and the time;
+        below that a missing centre of pressure is the reader's "unloaded", e.g.
+        :func:`jaxmb.io.read_c3d` below 20 N, and carries no weight).
     """
-    from .io import C3DTrial
+    from .io import C3DTrial, _runs
 
     if isinstance(markers, C3DTrial):
         plates = markers.forces if plates is None else plates
@@ -1332,12 +1462,16 @@ def sagittal(markers, plates=None, *, side: str = "right", mapping=None, min_for
         if unknown:
             raise ValueError(f"mapping has unknown keys {sorted(unknown)}; known: {sorted(spec)}")
         spec.update(mapping)
+    if plates is not None and plates.force.shape[1] == 0:
+        plates = None  # a file without any plate
+    if plates is not None and plates.force.shape[0] == 0:
+        raise ValueError(f"sagittal: the force plates{_src(plates)} hold no samples")
 
     # vertical: the mean ground reaction force where plates are loaded
     loaded = None
     if plates is not None:
         fz_any = np.linalg.norm(plates.force, axis=-1)
-        loaded = fz_any > min_force  # (Tf, plates)
+        loaded = fz_any > min_force  # (Tf, plates); False where the force is NaN
         total = np.where(loaded[..., None], plates.force, 0.0).sum(axis=(0, 1))
         up = _unit(total, "vertical (no loaded force plate)") if loaded.any() else np.array([0.0, 0.0, 1.0])
     else:
@@ -1345,14 +1479,12 @@ def sagittal(markers, plates=None, *, side: str = "right", mapping=None, min_for
 
     centres = {k: _joint_centre(markers, spec[k], S, up) for k in ("hip", "knee", "ankle", "toe", "heel")}
     ok = np.all([np.isfinite(c).all(-1) for c in centres.values()], axis=0)
-    from .io import _runs
-
     runs = _runs(ok)
     if not runs:
-        raise ValueError("sagittal: no frame in which every marker of the mapping is present")
+        raise ValueError(f"sagittal: no frame in which every marker of the mapping is present{_src(markers)}")
     a, b = max(runs, key=lambda r: r[1] - r[0])
     if b - a < 8:
-        raise ValueError(f"sagittal: the longest run of complete frames has {b - a} frames, too few")
+        raise ValueError(f"sagittal: the longest run of complete frames{_src(markers)} has {b - a} frames, too few")
     c = {k: v[a:b] for k, v in centres.items()}
     move = c["hip"][-1] - c["hip"][0]
     forward = _unit(move - np.dot(move, up) * up, "direction of progression (the pelvis does not move)")
@@ -1361,54 +1493,147 @@ def sagittal(markers, plates=None, *, side: str = "right", mapping=None, min_for
     proj = {k: np.stack([v @ forward, v @ up], -1) for k, v in c.items()}
     rate = float(markers.rate)
     time = markers.time[a:b]
+    T = b - a
 
     if plates is None:
-        z = np.zeros((b - a, 2))
+        z = np.zeros((T, 2))
         return SagittalTrial(proj["hip"], proj["knee"], proj["ankle"], proj["toe"], z, z.copy(), rate, rate,
                              time, None, (), axes, side, None)  # fmt: skip
 
-    # plates under this foot: mean loaded COP near the heel-toe segment
     frate = float(plates.rate)
     ft = plates.time
-    mine = []
-    for k in range(plates.force.shape[1]):
-        on = loaded[:, k]
-        if not on.any():
+    Tf, P = plates.force.shape[:2]
+    # the force over the kinematics' span, time[0] to time[0] + (T - 1) / rate: the
+    # grid time[0] + j / frate, its last sample at or past the end (held there)
+    n = int(np.ceil((T - 1) * frate / rate - 1e-6)) + 1
+    grid = time[0] + np.arange(n) / frate
+    half = 0.5 / frate
+    if ft[0] > time[0] + half or ft[-1] < time[0] + (T - 1) / rate - half:
+        end = f"the forces start at {ft[0]:.3f} s" if ft[0] > time[0] + half else f"the forces end at {ft[-1]:.3f} s"
+        raise ValueError(f"sagittal: the force plates{_src(plates)} cover {ft[0]:.3f}-{ft[-1]:.3f} s, the markers' "
+                         f"frames analysed{_src(markers)} {time[0]:.3f}-{time[-1]:.3f} s: {end}")  # fmt: skip
+    i0 = int(np.round((time[0] - ft[0]) * frate))
+    aligned = 0 <= i0 and i0 + n <= Tf and abs((ft[i0] - time[0]) * frate) < 1e-6
+
+    # --- contacts: runs of loaded samples of each plate, and the feet standing on them
+    vert = plates.force @ up  # (Tf, plates), NaN where the force is
+    mt = markers.time
+    inside = (ft >= mt[0] - 0.5 / rate) & (ft <= mt[-1] + 0.5 / rate)  # within the marker recording
+    fidx = np.clip(np.round((ft - mt[0]) * rate), 0, len(mt) - 1).astype(int)  # the nearest frame
+
+    def foot(heel, toe):
+        return heel, toe, np.minimum(_speed(heel, rate), _speed(toe, rate))
+
+    own = foot(centres["heel"], centres["toe"])
+    other, O = None, "L" if S == "R" else "R"
+    if all("{S}" in lab for k in ("heel", "toe") for lab in _spec_labels(spec[k], "{S}")):  # else no other foot
+        try:
+            other = foot(_joint_centre(markers, spec["heel"], O, up), _joint_centre(markers, spec["toe"], O, up))
+        except ValueError:  # the file has no markers for the other foot
+            other = None
+    other_side = "left" if side == "right" else "right"
+
+    mine, unsure = [], []
+    for k in range(P):
+        for r0, r1 in _runs(loaded[:, k]):
+            idx = np.arange(r0, r1)
+            if not inside[idx].any():
+                continue  # a contact outside the marker recording
+            v = vert[idx, k]
+            big = v > _SUBSTANTIAL * v.max()
+            if not big.any():  # no vertical load (a plate pulled sideways, say)
+                continue
+            fr = fidx[idx]
+            cop = plates.cop[idx, k]
+
+            def stands(f):
+                heel, toe, spd = f
+                d = np.where(inside[idx], _line_distance(cop, heel[fr], toe[fr], up), np.nan)
+                on = big & (d < _FOOT_TOLERANCE) & (spd[fr] < _FOOT_STILL)
+                return d, on, on.sum() >= max(1.0, _INVOLVED * big.sum())
+
+            d_own, _, on_own = stands(own)
+            on_other, j_other = False, None
+            if other is not None:
+                _, o, on_other = stands(other)
+                j_other = int(np.argmax(o))
+            t0, t1 = ft[r0], ft[r1 - 1]
+            both = f"sagittal: plate {k + 1}{_src(plates)} is loaded by both feet between {t0:.3f} and {t1:.3f} s"
+            split = "; jaxmb cannot split one plate's force between two feet"
+            if on_own:
+                if on_other:
+                    t_other = ft[r0 + j_other]
+                    raise ValueError(f"{both} (the {other_side} foot stands on it too, at {t_other:.3f} s){split}")
+                far = big & (d_own > _FOOT_EXCURSION)
+                if far.any():
+                    j = int(np.argmax(far))
+                    raise ValueError(f"{both} (its centre of pressure lies {d_own[j]:.2f} m from the {side} foot's "
+                                     f"heel-to-toe line at {ft[r0 + j]:.3f} s){split}")  # fmt: skip
+                mine.append((k, r0, r1))
+            elif not on_other:
+                known = np.isfinite(d_own[big]) & np.isfinite(own[2][fr][big])
+                if known.mean() < 0.5:  # this foot's heel and toe are missing: whose contact is it?
+                    unsure.append((k, r0, r1))
+
+    # --- this foot's contacts must lie within the frames analysed
+    labels = [lab for key in ("hip", "knee", "ankle", "toe", "heel") for lab in _spec_labels(spec[key], S)]
+    for k, r0, r1 in mine + unsure:
+        t0, t1 = ft[r0], ft[r1 - 1]
+        if t0 >= time[0] - 0.5 / rate and t1 <= time[-1] + 0.5 / rate:
             continue
-        cop_k = np.nanmean(plates.cop[on, k], axis=0)
-        frames = np.clip(np.round((ft[on] - markers.time[0]) * rate).astype(int), 0, len(markers.time) - 1)
-        heel = np.nanmean(centres["heel"][frames], 0)
-        toe = np.nanmean(centres["toe"][frames], 0)
-        seg = toe - heel
-        t = np.clip(np.dot(cop_k - heel, seg) / max(np.dot(seg, seg), 1e-12), 0.0, 1.0)
-        dist = np.linalg.norm((cop_k - heel - t * seg) - np.dot(cop_k - heel - t * seg, up) * up)
-        if np.isfinite(dist) and dist < 0.15:
-            mine.append(k)
-    # the force over the kinematics' time span
-    i0 = int(np.ceil((time[0] - ft[0]) * frate - 1e-6))
-    i1 = int(np.floor((time[-1] - ft[0]) * frate + 1e-6)) + 1
-    i0, i1 = max(i0, 0), min(i1, len(ft))
-    if i1 - i0 < 2 or abs((ft[i0] - time[0]) * frate) > 1e-6:
-        raise ValueError("sagittal: the force plates do not cover the frames of the markers")
-    force3 = np.zeros((i1 - i0, 3))
-    fcop = np.zeros((i1 - i0, 3))
-    wsum = np.zeros(i1 - i0)
-    for k in mine:
-        on = loaded[i0:i1, k]
-        f = np.where(on[:, None], plates.force[i0:i1, k], 0.0)
-        force3 += f
-        w = np.where(on, f @ up, 0.0)
-        fcop += np.where(on[:, None], np.nan_to_num(plates.cop[i0:i1, k]), 0.0) * w[:, None]
-        wsum += w
-    has = wsum > 0
-    cop3 = np.full((i1 - i0, 3), np.nan)
-    cop3[has] = fcop[has] / wsum[has, None]
-    if has.any():  # hold the centre of pressure where there is no force (its moment is zero)
-        idx = np.flatnonzero(has)
-        near = idx[np.clip(np.searchsorted(idx, np.arange(i1 - i0)), 0, len(idx) - 1)]
-        cop3 = cop3[near]
-    else:
-        cop3 = np.zeros((i1 - i0, 3))
+        why = [_gap_text(markers, labels, min(fidx[r0], a), max(fidx[r1 - 1], b - 1))]
+        if t0 < mt[0] - 0.5 / rate:
+            why.append(f"the markers{_src(markers)} start at {mt[0]:.3f} s")
+        if t1 > mt[-1] + 0.5 / rate:
+            why.append(f"the markers{_src(markers)} end at {mt[-1]:.3f} s")
+        if (k, r0, r1) in unsure:
+            head = (f"sagittal: plate {k + 1}{_src(plates)} is loaded between {t0:.3f} and {t1:.3f} s but the "
+                    f"{side} foot's heel and toe markers are missing there (whose foot is it?)")  # fmt: skip
+        else:
+            head = (f"sagittal: the {side} foot stands on plate {k + 1}{_src(plates)} between {t0:.3f} and "
+                    f"{t1:.3f} s, outside the frames in which every marker of the mapping is present "
+                    f"({time[0]:.3f}-{time[-1]:.3f} s, the longest such run)")  # fmt: skip
+        raise ValueError(f"{head}: {'; '.join(w for w in why if w)}; fill the gaps before the analysis (jaxmb has "
+                         "no gap filling: the motion-capture software has)")  # fmt: skip
+
+    # --- the force and centre of pressure of this foot's plates must be finite
+    lo = max(0, int(np.floor((grid[0] - ft[0]) * frate)) - 1)
+    hi = min(Tf, int(np.ceil((grid[-1] - ft[0]) * frate)) + 2)
+    for k in sorted({k for k, _, _ in mine}):
+        bad = ~np.isfinite(plates.force[lo:hi, k]).all(-1)
+        if bad.any():
+            j = lo + int(np.argmax(bad))
+            raise ValueError(f"sagittal: plate {k + 1}{_src(plates)}, under the {side} foot, has a NaN or infinite "
+                             f"force at {ft[j]:.3f} s ({int(bad.sum())} samples within the frames analysed, "
+                             f"{time[0]:.3f}-{time[-1]:.3f} s): fill gaps before the analysis")  # fmt: skip
+    cop_ok = np.isfinite(plates.cop).all(-1)  # (Tf, plates)
+    for k, r0, r1 in mine:
+        # readers leave the centre of pressure out (NaN) below a threshold of their own
+        # (read_c3d: 20 N vertically): NaN above twice min_force is a gap in the data
+        bad = ~cop_ok[r0:r1, k] & (vert[r0:r1, k] > 2 * min_force)
+        if bad.any():
+            j = r0 + int(np.argmax(bad))
+            raise ValueError(f"sagittal: plate {k + 1}{_src(plates)}, under the {side} foot, has a NaN or infinite "
+                             f"centre of pressure at {ft[j]:.3f} s, where it carries {vert[j, k]:.0f} N: fill gaps "
+                             "before the analysis")  # fmt: skip
+
+    # --- this foot's force: the sum over its contacts, the centre of pressure weighted
+    # by the vertical force (samples without a centre of pressure, below min_force
+    # vertically, carry no weight)
+    use = np.zeros((Tf, P), bool)
+    for k, r0, r1 in mine:
+        use[r0:r1, k] = loaded[r0:r1, k]
+    if aligned:  # the plates' own samples
+        sl = slice(i0, i0 + n)
+        force3, fcop, wsum = _foot_force(plates.force[sl], plates.cop[sl], use[sl], cop_ok[sl], up)
+        has = wsum > 0
+        cop3 = _held(fcop, wsum, has)
+    else:  # linear interpolation onto the grid
+        force3, fcop, wsum = _foot_force(plates.force, plates.cop, use, cop_ok, up)
+        cop_raw = _held(fcop, wsum, wsum > 0)
+        force3 = np.stack([np.interp(grid, ft, force3[:, i]) for i in range(3)], -1)
+        cop3 = np.stack([np.interp(grid, ft, cop_raw[:, i]) for i in range(3)], -1)
+        has = np.interp(grid, ft, (wsum > 0).astype(float)) > 0
     force = np.stack([force3 @ forward, force3 @ up], -1)
     cop = np.stack([cop3 @ forward, cop3 @ up], -1)
     stance = None
@@ -1416,18 +1641,19 @@ def sagittal(markers, plates=None, *, side: str = "right", mapping=None, min_for
         on_k = np.flatnonzero(has)
         s0 = int(np.ceil(on_k[0] * rate / frate - 1e-9))
         s1 = int(np.floor(on_k[-1] * rate / frate + 1e-9)) + 1
-        stance = (s0, min(s1, b - a))
+        stance = (s0, min(s1, T))
     # body weight: mean total vertical force over the middle 70 % of each contact
-    vert = np.where(loaded, plates.force @ up, 0.0).sum(-1)
+    vert_all = np.where(loaded, vert, 0.0).sum(-1)
     mids = []
-    for k in range(plates.force.shape[1]):
+    for k in range(P):
         for r0, r1 in _runs(loaded[:, k]):
-            n = r1 - r0
-            if n * rate / frate >= 10:  # a contact of at least 10 frames
-                mids.append(vert[r0 + int(0.15 * n) : r1 - int(0.15 * n)])
+            m_ = r1 - r0
+            if m_ * rate / frate >= 10:  # a contact of at least 10 frames
+                mids.append(vert_all[r0 + int(0.15 * m_) : r1 - int(0.15 * m_)])
     weight = float(np.mean(np.concatenate(mids))) if mids else None
+    contacts = tuple((k, float(ft[r0]), float(ft[r1 - 1])) for k, r0, r1 in sorted(mine))
     return SagittalTrial(proj["hip"], proj["knee"], proj["ankle"], proj["toe"], force, cop, rate, frate, time,
-                         stance, tuple(mine), axes, side, weight)  # fmt: skip
+                         stance, tuple(sorted({k for k, _, _ in mine})), axes, side, weight, contacts)  # fmt: skip
 
 
 # -------------------------------------------------------------- comparisons
@@ -1468,7 +1694,8 @@ def rms_errors(result: GaitResult, true_moments, true_force_magnitudes=None, *, 
     return out
 
 
-def term_effects(result: GaitResult, true_moments=None, true_force_magnitudes=None, *, where=None) -> dict:
+def term_effects(result: GaitResult, true_moments=None, true_force_magnitudes=None, *, where=None,
+                 min_force: float = 20.0) -> dict:  # fmt: skip
     """The notebook's comparison: the quasi-static estimate and the effect of each term.
 
     Needs a result of ``analyze(..., terms=True)``. The moments and reactions are the
@@ -1481,8 +1708,11 @@ def term_effects(result: GaitResult, true_moments=None, true_force_magnitudes=No
       result: an :func:`analyze` result with ``terms``, one trial.
       true_moments, true_force_magnitudes: optional (T, 3) truth (jaxmb convention),
         to report the error of each estimate against it.
-      where: (T,) bool samples to summarise (default: the valid samples where the
-        vertical ground reaction force is non-zero, i.e. the stance phase).
+      where: (T,) bool samples to summarise, e.g. the stance phase that the caller
+        knows (default: the valid samples where the vertical ground reaction force
+        exceeds ``min_force``, the stance phase as :func:`sagittal` finds it; not
+        where it is non-zero: a filtered force is non-zero everywhere).
+      min_force: N, for the default ``where``.
 
     Returns:
       dict with "where" (T,) bool and, for each of "full", "quasi_static" and
@@ -1496,7 +1726,7 @@ def term_effects(result: GaitResult, true_moments=None, true_force_magnitudes=No
         raise ValueError("term_effects needs analyze(..., terms=True)")
     if result.moments.ndim != 2:
         raise ValueError("term_effects takes the result of one trial")
-    w = (result.force[:, 1] != 0) & result.mask if where is None else np.asarray(where, bool) & result.mask
+    w = (result.force[:, 1] > min_force) & result.mask if where is None else np.asarray(where, bool) & result.mask
     full_m, full_r = result.moments, result.reactions
     variants = {"full": (full_m, full_r)}
     inert_m = result.terms["linear_inertia"][0] + result.terms["rotational_inertia"][0]

@@ -4,7 +4,8 @@ Every reader returns lengths in metres, forces in newtons and moments in newton 
 whatever units the file uses, and raises ``ValueError`` naming the file and the line
 (or the header field) when a file is malformed: a row with too few or too many fields,
 a value that is not a number, or a row count that disagrees with the header. Nothing is
-silently truncated. Gaps in marker data (empty fields, or invalid C3D points) become
+silently truncated. Text files are read as UTF-8, or as Latin-1 with a warning when
+they are not UTF-8. Gaps in marker data (empty fields, or invalid C3D points) become
 NaN and are reported with a warning and by :meth:`Markers.gaps`.
 
 Formats:
@@ -99,6 +100,8 @@ class Markers:
         labels: marker names, ``markers`` of them, unique.
         xyz: ``(T, markers, 3)`` positions in the file's lab frame (m); NaN in gaps.
         descriptions: marker descriptions (C3D ``POINT:DESCRIPTIONS``) or None.
+        source: the name of the file read (set by the readers; named in the errors of
+            :func:`jaxmb.gait.sagittal`), or None.
     """
 
     rate: float
@@ -106,6 +109,7 @@ class Markers:
     labels: tuple
     xyz: np.ndarray
     descriptions: Optional[tuple] = None
+    source: Optional[str] = None
 
     def __post_init__(self):
         xyz = np.asarray(self.xyz, dtype=float)
@@ -189,6 +193,7 @@ class ForcePlates:
             pressure (N m).
         corners: ``(plates, 4, 3)`` plate corners in the lab frame (m), or None when the
             file does not give them.
+        source: the name of the file read (set by the readers), or None.
     """
 
     rate: float
@@ -197,6 +202,7 @@ class ForcePlates:
     cop: np.ndarray
     free_moment: np.ndarray
     corners: Optional[np.ndarray] = None
+    source: Optional[str] = None
 
     def __post_init__(self):
         force = np.asarray(self.force, dtype=float)
@@ -406,9 +412,26 @@ def _whitespace_rows(lines: list, start: int, columns: list, source: str) -> lis
 
 
 def _read_lines(path) -> tuple[list, str]:
+    """The lines of a text file and its name. UTF-8 (with or without a byte-order
+    mark); a file that is not UTF-8 (a Windows export in Latin-1 or cp1252, say) is
+    read as Latin-1 with a warning naming the file and the first line that is not
+    UTF-8. An empty file (nothing but white space) is an error naming the file."""
     path = Path(path)
-    with open(path, "r", encoding="utf-8-sig", errors="strict", newline=None) as f:
-        return f.read().split("\n"), path.name
+    source = path.name
+    raw = path.read_bytes()
+    try:
+        text = raw.decode("utf-8-sig")
+    except UnicodeDecodeError as error:
+        line = raw.count(b"\n", 0, error.start) + 1
+        warnings.warn(
+            f"{source}, line {line}: not UTF-8 text (byte 0x{raw[error.start]:02x}); read as Latin-1",
+            stacklevel=3,
+        )
+        text = raw.decode("latin-1")
+    if not text.strip():
+        raise ValueError(f"{source}: the file is empty")
+    # universal newlines, as open(..., newline=None) reads them
+    return text.replace("\r\n", "\n").replace("\r", "\n").split("\n"), source
 
 
 def _umask() -> int:
@@ -495,7 +518,9 @@ def read_trc(path, *, warn_gaps: bool = True) -> Markers:
         ValueError: malformed file (a message naming the file and the line or header
             field): missing header fields, unknown units, a label count or row count
             that disagrees with ``NumMarkers`` / ``NumFrames``, a row with the wrong
-            number of fields, a value that is not a number.
+            number of fields, a value that is not a number, a Time column that does
+            not advance by 1/``DataRate`` (on average within 0.1 %, and at every row
+            within half a frame), an empty file.
     """
     lines, source = _read_lines(path)
     if len(lines) < 5:
@@ -548,7 +573,7 @@ def read_trc(path, *, warn_gaps: bool = True) -> Markers:
 
     n_fields = 2 + 3 * n_markers
     columns = ["Frame#", "Time"] + [f"{label} {c}" for label in labels for c in "XYZ"]
-    rows = []
+    rows, row_lines = [], []
     for i in range(5, len(lines)):  # line 5 holds X1 Y1 Z1 ...; data may follow blank lines
         line = lines[i].rstrip("\r")
         if not line.strip():
@@ -566,20 +591,46 @@ def read_trc(path, *, warn_gaps: bool = True) -> Markers:
             column = 1 if not fields[0].strip() else 2
             raise ValueError(f"{source}, line {i + 1}, column {column} ({columns[column - 1]}): empty value")
         rows.append(_parse_row(fields, source, i + 1, columns, empty_is_nan=True))
+        row_lines.append(i + 1)
     if len(rows) != n_frames:
         raise ValueError(
             f"{source}: {len(rows)} data rows, header field NumFrames says {n_frames}"
         )
     data = np.array(rows, dtype=float).reshape(n_frames, n_fields)
+    _check_time_column(data[:, 1], rate, source, row_lines)
     markers = Markers(
         rate=rate,
         time=data[:, 1],
         labels=tuple(labels),
         xyz=data[:, 2:].reshape(n_frames, n_markers, 3) * scale,
+        source=source,
     )
     if warn_gaps:
         _warn_gaps(markers, source)
     return markers
+
+
+def _check_time_column(time: np.ndarray, rate: float, source: str, row_lines: list) -> None:
+    """The Time column of a TRC file must advance by 1/DataRate: on average (within
+    0.1 %: a column rounded to a few decimals still passes) and at every row (within
+    half a frame: a dropped or repeated frame, or a time that goes back, is an error
+    naming its line)."""
+    if len(time) < 2:
+        return
+    step = np.diff(time) * rate  # frames per row, 1 when the column agrees with DataRate
+    bad = np.flatnonzero(~(np.abs(step - 1.0) <= 0.5))
+    mean = (time[-1] - time[0]) / (len(time) - 1)
+    if not abs(mean * rate - 1.0) <= 1e-3:
+        raise ValueError(
+            f"{source}: the Time column advances {mean:.6g} s a frame ({1 / mean:.6g} Hz) "
+            f"but header field DataRate = {rate:g} Hz (a frame every {1 / rate:.6g} s)"
+        )
+    if bad.size:
+        j = int(bad[0])
+        raise ValueError(
+            f"{source}, line {row_lines[j + 1]}: the Time column goes from {time[j]:.6g} to "
+            f"{time[j + 1]:.6g} s, but DataRate = {rate:g} Hz gives a frame every {1 / rate:.6g} s"
+        )
 
 
 def write_trc(path, markers: Markers, *, units: str = "mm", decimals: int = 6) -> None:
@@ -634,8 +685,8 @@ def read_forces(path) -> ForcePlates:
     Raises:
         ValueError: malformed file (naming the file and the line or field): a missing
             header field or column, a row with the wrong number of fields, a value that
-            is not a number, sample numbers that skip, or a row count that disagrees
-            with ``NumberOfSamples``.
+            is not a number, sample numbers that skip, a row count that disagrees
+            with ``NumberOfSamples``, no samples at all, or an empty file.
     """
     lines, source = _read_lines(path)
     i = 0
@@ -707,6 +758,10 @@ def read_forces(path) -> ForcePlates:
         raise ValueError(
             f"{source}: {len(rows)} data rows, header field NumberOfSamples says {n_samples}"
         )
+    if n_samples == 0:
+        raise ValueError(
+            f"{source}, line {header_line['NumberOfSamples']}: NumberOfSamples=0: the file holds no samples"
+        )
     data = np.array(rows, dtype=float).reshape(n_samples, len(columns))
     sample = data[:, 0]
     if n_samples > 1 and not np.all(np.diff(sample) == 1):
@@ -722,6 +777,7 @@ def read_forces(path) -> ForcePlates:
         force=per_plate[:, :, 0:3],
         cop=per_plate[:, :, 3:6] * 1e-3,
         free_moment=per_plate[:, :, 6] * 1e-3,
+        source=source,
     )
 
 
@@ -965,7 +1021,8 @@ def read_c3d(path, *, min_force: float = 20.0, warn_gaps: bool = True) -> C3DTri
 
     Raises:
         ImportError: ezc3d is not installed.
-        ValueError: unknown units, or data that disagrees with the parameters.
+        ValueError: a file that ezc3d cannot read, unknown units, or data that
+            disagrees with the parameters (naming the file).
         FileNotFoundError: no such file.
     """
     try:
@@ -979,7 +1036,13 @@ def read_c3d(path, *, min_force: float = 20.0, warn_gaps: bool = True) -> C3DTri
     source = path.name
     if not path.is_file():
         raise FileNotFoundError(f"{path}: no such file")
-    c3d = ezc3d.c3d(str(path), extract_forceplat_data=True)
+    try:
+        c3d = ezc3d.c3d(str(path), extract_forceplat_data=True)
+    except (OSError, RuntimeError, ValueError, IndexError) as error:
+        if isinstance(error, OSError) and error.errno is not None:  # the system's: permissions, ...
+            raise
+        # ezc3d's own "File must be a valid c3d file: iostream error", ...
+        raise ValueError(f"{source}: ezc3d cannot read it: {error}") from None
     parameters = c3d["parameters"]
     header = c3d["header"]
     data = c3d["data"]
@@ -1024,6 +1087,7 @@ def read_c3d(path, *, min_force: float = 20.0, warn_gaps: bool = True) -> C3DTri
         labels=tuple(labels),
         xyz=np.transpose(points[:3], (2, 1, 0)) * scale,
         descriptions=descriptions,
+        source=source,
     )
     if warn_gaps:
         _warn_gaps(markers, source)
@@ -1071,6 +1135,7 @@ def read_c3d(path, *, min_force: float = 20.0, warn_gaps: bool = True) -> C3DTri
             cop=cop,
             free_moment=free_moment,
             corners=np.stack(corners),
+            source=source,
         )
 
     return C3DTrial(

@@ -44,6 +44,13 @@ def test_gait_c3d(tmp_path, capsys):
     printed = capsys.readouterr().out
     assert "estimated from the plates" in printed and "ankle" in printed
     assert {"stance.png", "moments_per_kg.csv", "moments.csv"} <= {p.name for p in out.iterdir()}
+    # the file's time, not a time from 0 in the frames kept: the complete frames of
+    # Gait.c3d are its frames 133-326 (1.33-3.26 s), the right stance 2.09-2.65 s
+    table = np.loadtxt(out / "moments.csv", delimiter=",", skiprows=1)
+    np.testing.assert_allclose(table[[0, -1], 0], [1.33, 3.26], rtol=0, atol=1e-9)
+    assert "stance: 2.090-2.650 s of the file (57 frames, 0.57 s)" in printed
+    # "over stance" is the stance (57 frames), not the whole trial (194 frames)
+    assert "RMS change of the moments over stance: hip 18.96 N m, knee 4.19 N m, ankle 0.46 N m" in printed
 
 
 def _loader(change):
@@ -51,20 +58,20 @@ def _loader(change):
     original = _cmd_gait._load_one
 
     def load(args, path=None):
-        kw, truth, stance, desc, name = original(args, path)
+        kw, truth, stance, desc, name, time = original(args, path)
         if path is not None and os.path.basename(path).startswith("b"):
-            kw, stance = change(dict(kw), stance)
-        return kw, truth, stance, desc, name
+            kw, stance, time = change(dict(kw), stance, time)
+        return kw, truth, stance, desc, name, time
 
     return load
 
 
-def _halved(kw, stance):
+def _halved(kw, stance, time):
     # every second sample: the trial at half the rates (another group of the batch)
     for k in ("hip", "knee", "ankle", "toe", "force", "cop"):
         kw[k] = kw[k][::2]
     kw["rate"], kw["force_rate"] = kw["rate"] / 2, kw["force_rate"] / 2
-    return kw, slice(stance.start // 2, stance.stop // 2)
+    return kw, slice(stance.start // 2, stance.stop // 2), time[::2]
 
 
 def test_gait_several_c3d_files_in_one_batch(tmp_path, capsys, monkeypatch):
@@ -118,10 +125,10 @@ def test_gait_several_c3d_files_analysis_error_names_the_file(tmp_path, capsys, 
     shutil.copy(HERE / "data" / "Gait.c3d", a)
     shutil.copy(HERE / "data" / "Gait.c3d", b)
 
-    def gap(kw, stance):
+    def gap(kw, stance, time):
         kw["hip"] = kw["hip"].copy()
         kw["hip"][5] = np.nan
-        return kw, stance
+        return kw, stance, time
 
     monkeypatch.setattr(_cmd_gait, "_load_one", _loader(gap))
     out = tmp_path / "out"
@@ -139,17 +146,17 @@ def test_several_trials_of_unequal_length_equal_single_analyses():
 
     args = argparse.Namespace(c3d=[str(HERE / "data" / "Gait.c3d")], trc=None, forces=None, side="right",
                               body_mass=None, cutoff=None)  # fmt: skip
-    kw, truth, stance, desc, name = _cmd_gait._load_one(args, args.c3d[0])
+    kw, truth, stance, desc, name, time = _cmd_gait._load_one(args, args.c3d[0])
     short = dict(kw)
     n = len(kw["hip"]) - 15
     for k in ("hip", "knee", "ankle", "toe"):
         short[k] = kw[k][:n]
     nf = int(round(n * kw["force_rate"] / kw["rate"]))
     short["force"], short["cop"] = kw["force"][:nf], kw["cop"][:nf]
-    trials = [(kw, None, stance, desc, name), (short, None, stance, desc, name)]
+    trials = [(kw, None, stance, desc, name, time), (short, None, stance, desc, name, time[:n])]
     batch = _cmd_gait._analyze(trials)
     for (k, *_), res in zip(trials, batch):
-        alone = _cmd_gait._analyze([(k, None, stance, desc, name)])[0]
+        alone = _cmd_gait._analyze([(k, None, stance, desc, name, None)])[0]
         assert res.moments.shape == alone.moments.shape and res.frames == alone.frames
         np.testing.assert_allclose(res.moments, alone.moments, rtol=1e-9, atol=1e-9)
         np.testing.assert_allclose(res.reactions, alone.reactions, rtol=1e-9, atol=1e-9)
@@ -174,6 +181,9 @@ def test_gait_several_c3d_files_one_bad_writes_nothing(tmp_path, capsys):
         (["--trc", "missing.trc"], "--trc needs --forces"),
         (["--c3d", "missing.c3d"], "no such file"),
         (["--body-mass", "-3"], "--body-mass"),
+        (["--side", "left"], "--side left: the bundled running data have the right leg only"),
+        # the reason, whole (no quote clipped off), naming the file
+        (["--trc", "missing.trc", "--forces", "missing.forces"], "missing.trc: No such file or directory"),
     ],
 )
 def test_gait_bad_input_one_line_exit_2(tmp_path, capsys, argv, match):
@@ -184,25 +194,68 @@ def test_gait_bad_input_one_line_exit_2(tmp_path, capsys, argv, match):
     assert not out.exists()
 
 
-def test_gait_failure_leaves_no_partial_file(tmp_path, monkeypatch, capsys):
-    # a write that fails half-way (disk full, say) leaves no half-written file: the
-    # file being written is a temporary name, removed on the error
+def test_gait_failure_writes_nothing_one_line_exit_2(tmp_path, monkeypatch, capsys):
+    # a write that fails half-way (disk full, say) leaves no file at all, not a
+    # partial set: every output is staged before any is renamed into place
     out = tmp_path / "fail"
     calls = []
+    real = os.fsync
 
-    def failing(path, text):
-        calls.append(path)
+    def failing(fd):
+        calls.append(fd)
         if len(calls) == 3:
-            with open(path, "w") as f:
-                f.write(text[: len(text) // 2])
-            raise OSError("no space left on device")
-        with open(path, "w") as f:
-            f.write(text)
+            raise OSError(28, "No space left on device")
+        real(fd)
 
-    monkeypatch.setattr(_cmd_gait, "_write_text", failing)
-    with pytest.raises(OSError, match="no space"):
-        cli.main(["gait", "--no-figures", "--out", str(out)])
-    files = sorted(os.listdir(out))
-    assert len(files) == 2 and not any(f.startswith(".tmp") for f in files)
-    for f in files:  # the files written before the failure are complete
-        assert np.loadtxt(out / f, delimiter=",", skiprows=1).shape[0] == 6001
+    monkeypatch.setattr(os, "fsync", failing)
+    assert cli.main(["gait", "--no-figures", "--out", str(out)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0] == f"jaxmb gait: error: cannot write the outputs to {out}: No space left on device"
+    assert not out.exists()  # the folder it made, removed again
+    # an output name taken by a folder: before, a traceback after writing the files before it
+    out.mkdir()
+    (out / "powers.csv").mkdir()
+    monkeypatch.setattr(os, "fsync", real)
+    assert cli.main(["gait", "--no-figures", "--out", str(out)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].endswith(f"{out / 'powers.csv'} is a folder"), err
+    assert [p.name for p in out.iterdir()] == ["powers.csv"]
+
+
+def test_gait_outputs_have_the_umask_mode(tmp_path, capsys):
+    # before: 0600 (mkstemp's mode) whatever the umask
+    old = os.umask(0o022)
+    try:
+        assert cli.main(["gait", "--out", str(tmp_path / "out")]) == 0
+    finally:
+        os.umask(old)
+    modes = {p.name: p.stat().st_mode & 0o777 for p in (tmp_path / "out").iterdir()}
+    assert set(modes.values()) == {0o644} and "moments.png" in modes, modes
+
+
+def test_gait_trc_errors_name_the_files(tmp_path, capsys):
+    # sagittal's errors name the files (the readers record them); a Latin-1 file is
+    # read, with a warning naming the file and the line
+    pytest.importorskip("ezc3d")
+    import warnings
+
+    from jaxmb import io
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        trial = io.read_c3d(HERE / "data" / "Gait.c3d", warn_gaps=False)
+    trc, forces = tmp_path / "walk.trc", tmp_path / "short.forces"
+    io.write_trc(trc, trial.markers)
+    p = trial.forces
+    io.write_forces(forces, p.replace(time=p.time[:1500], force=p.force[:1500], cop=p.cop[:1500],
+                                      free_moment=p.free_moment[:1500]))  # fmt: skip
+    out = tmp_path / "out"
+    assert cli.main(["gait", "--trc", str(trc), "--forces", str(forces), "--out", str(out)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "force plates (short.forces) cover 0.000-1.499 s, the markers' frames analysed " \
+        "(walk.trc) 1.330-3.260 s: the forces end at 1.499 s" in err[0], err  # fmt: skip
+    text = trc.read_text().replace("PathFileType\t4\t(X/Y/Z)\t", "PathFileType\t4\t(X/Y/Z)\tDonn\u00e9es ")
+    trc.write_bytes(text.encode("latin-1"))
+    io.write_forces(forces, p)
+    with pytest.warns(UserWarning, match=r"walk\.trc, line 1: not UTF-8 text \(byte 0xe9\); read as Latin-1"):
+        assert cli.main(["gait", "--trc", str(trc), "--forces", str(forces), "--no-figures", "--out", str(out)]) == 0

@@ -469,3 +469,164 @@ def test_atan2_matches_numpy():
     got, ref = np.asarray(jax.jit(gait._atan2)(y, x)), np.arctan2(y, x)
     assert np.array_equal(np.signbit(got), np.signbit(ref))
     assert np.abs(got - ref).max() <= 4 * np.spacing(np.pi)
+
+
+# ------------------------------------------- sagittal: plates, gaps, NaN, time grid
+
+
+@pytest.fixture(scope="module")
+def lab():
+    """The walking trial's markers and plates, with file names as the readers give."""
+    pytest.importorskip("ezc3d")
+    from jaxmb import io
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        trial = io.read_c3d(HERE / "data" / "Gait.c3d", warn_gaps=False)
+    return trial.markers.replace(source="walk.trc"), trial.forces.replace(source="walk.forces")
+
+
+def _with_marker_gap(markers, label, frames):
+    xyz = markers.xyz.copy()
+    xyz[frames, markers.labels.index(label)] = np.nan
+    return markers.replace(xyz=xyz)
+
+
+def test_sagittal_contacts_and_margins_on_the_walking_trial(lab):
+    # each foot gets its own contact; the thresholds of the plate assignment leave a
+    # wide margin on the real trial (the figures of sagittal's docstring)
+    markers, plates = lab
+    right, left = gait.sagittal(markers, plates), gait.sagittal(markers, plates, side="left")
+    assert right.plates == (1,) and left.plates == (0,)
+    assert [(k, round(t0, 3), round(t1, 3)) for k, t0, t1 in right.contacts] == [(1, 2.084, 2.654)]
+    assert [(k, round(t0, 3), round(t1, 3)) for k, t0, t1 in left.contacts] == [(0, 2.569, 3.147)]
+    up = right.axes[1]
+    load = np.linalg.norm(plates.force, axis=-1) > 20
+    fidx = np.round((plates.time - markers.time[0]) * markers.rate).astype(int)
+    feet = {S: (markers.get(f"{S}HEE"), markers.get(f"{S}TOE")) for S in "RL"}
+    speed = {S: np.minimum(gait._speed(h, markers.rate), gait._speed(t, markers.rate)) for S, (h, t) in feet.items()}
+    for k, stance, swing in ((1, "R", "L"), (0, "L", "R")):
+        idx = np.flatnonzero(load[:, k])
+        v = plates.force[idx, k] @ up
+        big = idx[v > gait._SUBSTANTIAL * v.max()]
+        fr = fidx[big]
+        d_stance = gait._line_distance(plates.cop[big, k], feet[stance][0][fr], feet[stance][1][fr], up)
+        d_swing = gait._line_distance(plates.cop[big, k], feet[swing][0][fr], feet[swing][1][fr], up)
+        assert d_stance.max() < 0.07 < gait._FOOT_EXCURSION  # 0.064 m measured
+        assert speed[stance][fr].max() < 0.6 < gait._FOOT_STILL  # 0.55 m/s
+        near = d_swing < gait._FOOT_TOLERANCE
+        assert near.any() and speed[swing][fr][near].min() > 4.0 > gait._FOOT_STILL  # swings past at 4.4 m/s
+
+
+def test_sagittal_rejects_a_plate_loaded_by_both_feet(lab):
+    # the two plates' forces as one plate (their sum, the centre of pressure weighted
+    # by the vertical force): before, each leg got the other foot's force too
+    from jaxmb import io
+
+    markers, plates = lab
+    w = np.nan_to_num(plates.force[..., 2])
+    cop = np.nansum(np.nan_to_num(plates.cop) * w[..., None], 1, keepdims=True) / np.maximum(w.sum(1), 1e-9)[:, None, None]
+    one = io.ForcePlates(rate=plates.rate, time=plates.time, force=plates.force.sum(1, keepdims=True), cop=cop,
+                         free_moment=np.nansum(plates.free_moment, 1, keepdims=True), source="one.forces")  # fmt: skip
+    for side in ("right", "left"):
+        with pytest.raises(ValueError, match=r"plate 1 \(one\.forces\) is loaded by both feet between 2\.084 and "
+                                             r"3\.14\d s .*cannot split one plate's force between two feet"):  # fmt: skip
+            gait.sagittal(markers, one, side=side)
+    # the other foot unlabelled (no heel or toe markers): the centre of pressure leaving
+    # the foot tells it
+    keep = [i for i, lab_ in enumerate(markers.labels) if lab_ not in ("LHEE", "LTOE")]
+    no_left = markers.replace(labels=tuple(markers.labels[i] for i in keep), xyz=markers.xyz[:, keep], descriptions=None)
+    with pytest.raises(ValueError, match=r"both feet .*centre of pressure lies 0\.\d\d m from the right foot"):
+        gait.sagittal(no_left, one)
+
+
+def test_sagittal_rejects_a_marker_gap_in_the_stance(lab):
+    markers, plates = lab
+    # a gap of three frames in mid-stance: before, the stance was cut at the gap
+    gappy = _with_marker_gap(markers, "RANK", [240, 241, 242])
+    with pytest.raises(ValueError, match=r"right foot stands on plate 2 \(walk\.forces\) between 2\.084 and 2\.654 s.*"
+                                         r"RANK missing at 2\.400-2\.420 s \(frames 240-242\).*fill the gaps"):  # fmt: skip
+        gait.sagittal(gappy, plates)
+    # two one-frame dropouts around the stance: before, "touches no force plate"
+    two = _with_marker_gap(markers, "RANK", [205, 270])
+    with pytest.raises(ValueError, match=r"RANK missing at 2\.050 s \(frame 205\)"):
+        gait.sagittal(two, plates)
+    # a gap in the other foot's stance does not concern this foot
+    assert gait.sagittal(_with_marker_gap(markers, "LANK", [300]), plates).stance == gait.sagittal(markers, plates).stance
+
+
+def test_sagittal_rejects_nan_force_or_centre_of_pressure_under_the_foot(lab):
+    markers, plates = lab
+    force = plates.force.copy()
+    force[2200:2210] = np.nan  # both plates, in the right foot's stance: before, zero force there
+    with pytest.raises(ValueError, match=r"plate 2 \(walk\.forces\), under the right foot, has a NaN or infinite "
+                                         r"force at 2\.200 s .*fill gaps"):  # fmt: skip
+        gait.sagittal(markers, plates.replace(force=force))
+    cop = plates.cop.copy()
+    cop[2300:2305, 1] = np.nan
+    with pytest.raises(ValueError, match=r"plate 2 .*NaN or infinite centre of pressure at 2\.300 s, where it carries"):
+        gait.sagittal(markers, plates.replace(cop=cop))
+    # NaN on the other foot's plate, after its contact, is not this foot's concern
+    force = plates.force.copy()
+    force[3200:3210, 0] = np.nan
+    np.testing.assert_allclose(gait.sagittal(markers, plates.replace(force=force)).force,
+                               gait.sagittal(markers, plates).force, rtol=1e-12, atol=1e-9)  # fmt: skip
+
+
+def test_sagittal_interpolates_a_force_grid_off_the_marker_times(lab):
+    markers, plates = lab
+    ref = gait.sagittal(markers, plates)
+    # markers half a force sample later: the force between two plate samples
+    half = gait.sagittal(markers.replace(time=markers.time + 0.5 / plates.rate), plates)
+    assert half.force.shape == ref.force.shape and half.stance == ref.stance
+    np.testing.assert_allclose(half.force[:-1], 0.5 * (ref.force[:-1] + ref.force[1:]), rtol=0, atol=1e-9)
+    np.testing.assert_allclose(half.time, ref.time + 0.0005)
+    # 120 Hz markers with a Time column rounded to 5 decimals, 1200 Hz plates: before,
+    # "the force plates do not cover the frames of the markers"
+    exact = markers.replace(rate=120.0, time=np.arange(len(markers.time)) / 120.0)
+    p1200 = plates.replace(rate=1200.0, time=np.arange(len(plates.time)) / 1200.0)
+    a = gait.sagittal(exact, p1200)
+    b = gait.sagittal(exact.replace(time=np.round(exact.time, 5)), p1200)
+    assert a.stance == b.stance and a.force.shape == b.force.shape
+    np.testing.assert_allclose(b.force, a.force, rtol=0, atol=0.01 * np.abs(a.force).max())
+    # 960 Hz plates (not a multiple of 100 Hz), enough samples for analyze
+    t960 = np.arange(int(plates.time[-1] * 960) + 1) / 960
+
+    def at960(x):
+        flat = x.reshape(len(plates.time), -1)
+        return np.stack([np.interp(t960, plates.time, c) for c in flat.T], 1).reshape((len(t960),) + x.shape[1:])
+
+    cop = np.where(np.isfinite(plates.cop), plates.cop, 0.0)
+    p960 = plates.replace(rate=960.0, time=t960, force=at960(plates.force), cop=at960(cop),
+                          free_moment=at960(np.nan_to_num(plates.free_moment)))  # fmt: skip
+    c = gait.sagittal(markers, p960)
+    assert c.stance == ref.stance
+    gait.analyze(**c.inputs(), body_mass=60.0, cutoff=6.0, outputs="moments")
+
+
+def test_sagittal_plates_that_do_not_cover_the_markers_or_hold_nothing(lab):
+    markers, plates = lab
+    short = plates.replace(time=plates.time[:1500], force=plates.force[:1500], cop=plates.cop[:1500],
+                           free_moment=plates.free_moment[:1500])  # fmt: skip
+    # before: "the right foot touches no force plate"
+    with pytest.raises(ValueError, match=r"force plates \(walk\.forces\) cover 0\.000-1\.499 s, the markers' frames "
+                                         r"analysed \(walk\.trc\) 1\.330-3\.260 s: the forces end at 1\.499 s"):  # fmt: skip
+        gait.sagittal(markers, short)
+    empty = plates.replace(time=plates.time[:0], force=plates.force[:0], cop=plates.cop[:0],
+                           free_moment=plates.free_moment[:0])  # fmt: skip
+    with pytest.raises(ValueError, match=r"force plates \(walk\.forces\) hold no samples"):  # before: IndexError
+        gait.sagittal(markers, empty)
+    none = plates.replace(force=plates.force[:, :0], cop=plates.cop[:, :0], free_moment=plates.free_moment[:, :0],
+                          corners=None)  # fmt: skip
+    assert gait.sagittal(markers, none).stance is None
+
+
+def test_term_effects_default_stance_is_where_the_force_is_on(running):
+    # filtered, the vertical force is non-zero everywhere: "over stance" must still be
+    # the stance (above 20 N), not the whole trial
+    res = gait.analyze(**_decimated(running), cutoff=50.0, terms=True)
+    assert np.all(res.force[:, 1] != 0)
+    eff = gait.term_effects(res)
+    np.testing.assert_array_equal(eff["where"], res.force[:, 1] > 20.0)
+    assert 0.3 * len(res.time) < eff["where"].sum() < 0.5 * len(res.time)
+    assert gait.term_effects(res, min_force=100.0)["where"].sum() < eff["where"].sum()

@@ -183,6 +183,12 @@ def test_trc_round_trip(tmp_path):
         (lambda ls: ls.__setitem__(0, "Hello"), r"line 1: expected 'PathFileType'"),
         # Data starting on line 5 (no X1 Y1 Z1 line) would lose a frame: an error.
         (lambda ls: ls.__delitem__(slice(4, 6)), r"line 5: expected the coordinate labels 'X1 Y1 Z1 \.\.\.'"),
+        # A Time column that disagrees with DataRate (before: read without a word).
+        (lambda ls: ls.__setitem__(2, ls[2].replace("50.00\t50.00", "100.00\t50.00")),
+         r"the Time column advances 0\.02 s a frame \(50 Hz\) but header field DataRate = 100 Hz"),
+        (lambda ls: ls.__setitem__(7, ls[7].replace("0.02", "0.035", 1)),
+         r"line 8: the Time column goes from 0 to 0\.035 s, but DataRate = 50 Hz gives a frame every 0\.02 s"),
+        (lambda ls: ls.__delitem__(slice(0, len(ls))), r"walk\.trc: the file is empty"),
     ],
 )
 def test_trc_malformed(tmp_path, edit, pattern):
@@ -242,12 +248,57 @@ def test_forces_round_trip(tmp_path):
         (lambda ls: ls.__setitem__(6, ls[6].rsplit("\t", 2)[0]), r"line 7: expected 15 fields, got 13"),
         (lambda ls: ls.__setitem__(7, ls[7].replace("720.0", "72O.0")), r"line 8, column 4 \(FZ1\): '72O.0' is not a number"),
         (lambda ls: ls.__setitem__(7, ls[7].replace("3\t2.0", "5\t2.0", 1)), r"sample numbers are not consecutive: 2 then 5"),
+        # No samples (before: accepted, and sagittal's IndexError); an empty file (before: "line 2").
+        (lambda ls: (ls.__setitem__(3, "NumberOfSamples=0"), ls.__delitem__(slice(5, None))),
+         r"line 4: NumberOfSamples=0: the file holds no samples"),
+        (lambda ls: ls.__delitem__(slice(0, len(ls))), r"walk\.forces: the file is empty"),
+        (lambda ls: ls.__setitem__(slice(0, len(ls)), ["", "  ", ""]), r"walk\.forces: the file is empty"),
     ],
 )
 def test_forces_malformed(tmp_path, edit, pattern):
     lines = FORCES.split("\n")
     edit(lines)
     expect_error(write(tmp_path, "walk.forces", "\n".join(lines)), pattern, io.read_forces)
+
+
+def test_trc_time_column_rounded_to_five_decimals_is_read(tmp_path):
+    # 120 Hz with the Time column printed to 5 decimals (Cortex, OpenSim): not a
+    # DataRate mismatch
+    lines = TRC_MM.split("\n")
+    lines[2] = lines[2].replace("50.00\t50.00", "120.00\t120.00")
+    for i, t in zip(range(6, 9), ("0.00000", "0.00833", "0.01667")):
+        fields = lines[i].split("\t")
+        fields[1] = t
+        lines[i] = "\t".join(fields)
+    m = io.read_trc(write(tmp_path, "walk.trc", "\n".join(lines)))
+    assert m.rate == 120.0 and m.source == "walk.trc"
+    np.testing.assert_array_equal(m.time, [0.0, 0.00833, 0.01667])
+
+
+@pytest.mark.parametrize("reader", ["read_trc", "read_forces"])
+def test_latin1_file_is_read_with_a_warning(tmp_path, reader):
+    # before: "'utf-8' codec can't decode byte 0xe9 in position ...", no file named
+    if reader == "read_trc":
+        name, text, line = "walk.trc", TRC_MM.replace("\twalk.trc", "\tC:\\Donn\u00e9es\\walk.trc"), 1
+    else:
+        name, text, line = "walk.forces", FORCES.replace("[Force Data]\n", "[Force Data]\nOperator=Andr\u00e9\n"), 2
+    path = tmp_path / name
+    path.write_bytes(text.encode("latin-1"))
+    with pytest.warns(UserWarning, match=rf"{re.escape(name)}, line {line}: not UTF-8 text \(byte 0xe9\); read as Latin-1"):
+        got = getattr(io, reader)(path)
+    ref = getattr(io, reader)(write(tmp_path, "utf8-" + name, text))
+    if reader == "read_trc":
+        np.testing.assert_array_equal(got.xyz, ref.xyz)
+    else:
+        np.testing.assert_array_equal(got.force, ref.force)
+    assert got.source == name
+
+
+def test_c3d_that_ezc3d_cannot_read_names_the_file(tmp_path):
+    pytest.importorskip("ezc3d")
+    path = write(tmp_path, "notc3d.c3d", TRC_MM)
+    with pytest.raises(ValueError, match=r"notc3d\.c3d: ezc3d cannot read it"):
+        io.read_c3d(path)
 
 
 # --------------------------------------------------------------------------------------
