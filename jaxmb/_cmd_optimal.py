@@ -13,7 +13,6 @@ import csv
 import io
 import os
 import sys
-import tempfile
 
 COSTS = ("hand_jerk", "joint_jerk", "torque", "torque_change")
 
@@ -39,19 +38,6 @@ def add_command(sub):
 def _fail(msg: str) -> int:
     print(f"jaxmb optimal: error: {msg}", file=sys.stderr)
     return 2
-
-
-def _write_atomic(path: str, data: bytes):
-    d = os.path.dirname(os.path.abspath(path))
-    fd, tmp = tempfile.mkstemp(dir=d, prefix=".tmp-", suffix=os.path.splitext(path)[1])
-    try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
 
 
 def curvature(hand):
@@ -91,21 +77,47 @@ def figure(results, title):
     return fig
 
 
-def run(args) -> int:
+def grid_targets(model, start, n: int):
+    """The --grid targets: an n x n grid over the workspace's square, kept where
+    comfortably reachable (off the inner and outer boundaries) and 5 cm or more from
+    the start. (k, 2) array, m."""
     import numpy as np
 
     import jaxmb
 
+    r_min, r_max = jaxmb.workspace(model)
+    xs = np.linspace(-r_max, r_max, n)
+    X, Y = np.meshgrid(xs, xs)
+    tg = np.stack([X.ravel(), Y.ravel()], -1)
+    r = np.linalg.norm(tg, axis=-1)
+    return tg[(r > r_min + 0.02 * r_max) & (r < 0.97 * r_max) & (np.linalg.norm(tg - start, axis=-1) > 0.05)]
+
+
+def run(args) -> int:
+    import math
+
+    import numpy as np
+
+    import jaxmb
+    from jaxmb.io import _write_files
+
+    # -------- every check before the first optimisation
     costs = [c.strip() for c in args.cost.split(",") if c.strip()]
     bad = [c for c in costs if c not in COSTS]
     if not costs or bad:
         return _fail(f"unknown cost {bad[0] if bad else '(none)'!r}: choose among {', '.join(COSTS)}")
-    if args.nodes < 2:
-        return _fail("--nodes must be >= 2")
-    if not (args.height > 0 and args.mass > 0):
-        return _fail("--height and --mass must be > 0")
+    need = jaxmb.optimal.min_nodes(10)  # optimize's default basis and quadrature
+    if args.nodes < need:
+        return _fail(f"--nodes must be >= {need} (2 (basis + 3) Gauss-Legendre points for the 10 correction "
+                     f"functions; fewer let the optimiser exploit the quadrature error), got {args.nodes}")
+    if not (args.height > 0 and args.mass > 0 and math.isfinite(args.height) and math.isfinite(args.mass)):
+        return _fail("--height and --mass must be finite numbers > 0")
     if args.grid < 0 or args.grid == 1:
         return _fail("--grid must be 0 (off) or >= 2")
+    if not all(math.isfinite(v) for v in (*args.start, *args.end)):
+        return _fail("--start and --end must be finite numbers (m)")
+    if args.out and os.path.exists(args.out) and not os.path.isdir(args.out):
+        return _fail(f"--out {args.out} exists and is not a folder")
     model = jaxmb.two_link_arm(height=args.height, body_mass=args.mass, gravity=args.gravity)
     r_min, r_max = jaxmb.workspace(model)
     for name, p in (("--start", args.start), ("--end", args.end)):
@@ -114,9 +126,19 @@ def run(args) -> int:
             return _fail(f"{name} {p[0]:g} {p[1]:g} is out of reach: |p| = {r:.3f} m, the arm reaches "
                          f"{r_min:.3f} m < |p| < {r_max:.3f} m")
     start, end = np.asarray(args.start), np.asarray(args.end)
-    results = {}
-    for c in costs:
-        results[c] = jaxmb.optimize(model, start, end, args.duration, target="hand", cost=c, nodes=args.nodes)
+    tg = None
+    if args.grid:
+        tg = grid_targets(model, start, args.grid)
+        if len(tg) == 0:
+            return _fail(f"--grid {args.grid}: no grid point is a comfortably reachable target 5 cm or more from "
+                         "the start; use a larger N")
+
+    # -------- the optimisations
+    try:
+        results = {c: jaxmb.optimize(model, start, end, args.duration, target="hand", cost=c, nodes=args.nodes)
+                   for c in costs}
+    except ValueError as e:
+        return _fail(str(e).splitlines()[0])
     print(f"Two-link arm ({args.height:g} m, {args.mass:g} kg), g = {args.gravity:g} m/s^2, "
           f"hand {tuple(args.start)} -> {tuple(args.end)} m in {args.duration:g} s")
     print(f"{'criterion':>15s}{'curvature':>11s}{'peak speed':>12s}{'cost':>12s}{'iterations':>11s}  status")
@@ -124,10 +146,26 @@ def run(args) -> int:
         speed = np.linalg.norm(np.asarray(r.hand_vel), axis=-1)
         print(f"{c:>15s}{100 * float(curvature(r.hand)):10.2f}%{speed.max():10.3f} m/s{float(r.cost):12.4g}"
               f"{int(r.iterations):11d}  {jaxmb.optimal.STATUS[int(r.status)]}")
+    grid_rows = None
+    if tg is not None:
+        try:
+            res = jaxmb.optimize(model, start, tg, args.duration, target="hand", cost="torque_change",
+                                 nodes=args.nodes, chunk=max(1, -(-len(tg) // 20)), progress=True)
+        except ValueError as e:
+            return _fail(str(e).splitlines()[0])
+        k = curvature(res.hand)
+        buf = io.StringIO()
+        w = csv.writer(buf)
+        w.writerow(["x_m", "y_m", "curvature", "converged"])
+        for (x, y), kk, ok in zip(tg, k, np.asarray(res.converged)):
+            w.writerow([f"{x:.6g}", f"{y:.6g}", f"{kk:.6g}", int(ok)])
+        grid_rows = buf.getvalue()
+        print(f"workspace: {len(tg)} minimum-torque-change reaches, {int(np.sum(res.converged))} converged, "
+              f"|curvature| median {100 * np.median(np.abs(k)):.1f} %, max {100 * np.max(np.abs(k)):.1f} %")
     if not args.out:
         return 0
-    os.makedirs(args.out, exist_ok=True)
-    # trajectories, one row per criterion and node
+
+    # -------- all outputs as one set, at the end
     buf = io.StringIO()
     w = csv.writer(buf)
     w.writerow(["criterion", "t_s", "q1_rad", "q2_rad", "x_m", "y_m", "vx_m_s", "vy_m_s", "tau1_Nm", "tau2_Nm"])
@@ -135,32 +173,14 @@ def run(args) -> int:
         for row in zip(np.asarray(r.t), *np.asarray(r.q).T, *np.asarray(r.hand).T, *np.asarray(r.hand_vel).T,
                        *np.asarray(r.tau).T):
             w.writerow([c] + [f"{v:.10g}" for v in row])
-    csv_path = os.path.join(args.out, "optimal_reach.csv")
-    _write_atomic(csv_path, buf.getvalue().encode())
     fig = figure(results, f"optimal reaches, {args.duration:g} s, g = {args.gravity:g} m/s$^2$")
     png = io.BytesIO()
     fig.savefig(png, format="png", dpi=100)
-    png_path = os.path.join(args.out, "optimal_reach.png")
-    _write_atomic(png_path, png.getvalue())
-    print(f"figure: {png_path}\ntrajectories: {csv_path}")
-    if args.grid:
-        xs = np.linspace(-r_max, r_max, args.grid)
-        X, Y = np.meshgrid(xs, xs)
-        tg = np.stack([X.ravel(), Y.ravel()], -1)
-        r = np.linalg.norm(tg, axis=-1)
-        tg = tg[(r > r_min + 0.02 * r_max) & (r < 0.97 * r_max) & (np.linalg.norm(tg - start, axis=-1) > 0.05)]
-        if len(tg) == 0:
-            return _fail("--grid: no reachable target")
-        res = jaxmb.optimize(model, start, tg, args.duration, target="hand", cost="torque_change", nodes=args.nodes,
-                             chunk=max(1, -(-len(tg) // 20)), progress=True)
-        k = curvature(res.hand)
-        buf = io.StringIO()
-        w = csv.writer(buf)
-        w.writerow(["x_m", "y_m", "curvature", "converged"])
-        for (x, y), kk, ok in zip(tg, k, np.asarray(res.converged)):
-            w.writerow([f"{x:.6g}", f"{y:.6g}", f"{kk:.6g}", int(ok)])
-        grid_path = os.path.join(args.out, "optimal_workspace.csv")
-        _write_atomic(grid_path, buf.getvalue().encode())
-        print(f"workspace: {len(tg)} minimum-torque-change reaches, {int(np.sum(res.converged))} converged, "
-              f"|curvature| median {100 * np.median(np.abs(k)):.1f} %, max {100 * np.max(np.abs(k)):.1f} %: {grid_path}")
+    files = {os.path.join(args.out, "optimal_reach.csv"): buf.getvalue(),
+             os.path.join(args.out, "optimal_reach.png"): png.getvalue()}
+    if grid_rows is not None:
+        files[os.path.join(args.out, "optimal_workspace.csv")] = grid_rows
+    os.makedirs(args.out, exist_ok=True)
+    _write_files(files)
+    print("\n".join(f"{what}: {path}" for what, path in zip(("trajectories", "figure", "workspace"), files)))
     return 0

@@ -71,16 +71,38 @@ def _summary(res):
     return rows
 
 
-def _plot(res, path, title):
+def _plot(res, title) -> bytes:
+    """The torque components' figure as PNG bytes."""
+    import io
+
     from .plot import torque_components_figure
 
     fig = torque_components_figure(res["t"], res, joint_names=("shoulder", "elbow"), title=title)
-    fig.savefig(path, dpi=120)
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png", dpi=120)
+    return buf.getvalue()
+
+
+def _json_text(obj) -> str:
+    """JSON with non-finite numbers as null (strict JSON has no NaN or Infinity)."""
+    import math
+
+    def clean(x):
+        if isinstance(x, dict):
+            return {k: clean(v) for k, v in x.items()}
+        if isinstance(x, (list, tuple)):
+            return [clean(v) for v in x]
+        return None if isinstance(x, float) and not math.isfinite(x) else x
+
+    return json.dumps(clean(obj), indent=1, allow_nan=False)
 
 
 def _cmd_reach(args):
     import jax
 
+    if args.out and os.path.exists(args.out) and not os.path.isdir(args.out):
+        print(f"jaxmb reach: error: --out {args.out} exists and is not a folder", file=sys.stderr)
+        return 2
     jax.config.update("jax_enable_x64", True)
     res = reaching_torques(args.duration, gravity=args.gravity, samples=args.samples)
     summary = _summary(res)
@@ -92,12 +114,13 @@ def _cmd_reach(args):
             print(f"{joint:10s}{k:>10s}{r[k]['peak']:12.3f}{r[k]['rms']:12.3f}")
         print(f"{joint:10s} |M qdd + C| > |G| during {100 * r['fraction_dynamic_gt_gravity']:.0f}% of the movement")
     if args.out:
+        from .io import _write_files
+
         os.makedirs(args.out, exist_ok=True)
-        png = os.path.join(args.out, f"reach_{args.duration:g}s_g{args.gravity:g}.png")
-        _plot(res, png, f"Minimum-jerk reach, {args.duration:g} s, g = {args.gravity:g} m/s$^2$")
-        with open(os.path.join(args.out, f"reach_{args.duration:g}s_g{args.gravity:g}.json"), "w") as f:
-            json.dump(summary, f, indent=1)
-        print(f"figure: {png}")
+        stem = os.path.join(args.out, f"reach_{args.duration:g}s_g{args.gravity:g}")
+        png = _plot(res, f"Minimum-jerk reach, {args.duration:g} s, g = {args.gravity:g} m/s$^2$")
+        _write_files({stem + ".png": png, stem + ".json": _json_text(summary)})  # one set, atomically
+        print(f"figure: {stem}.png")
     return 0
 
 
@@ -188,10 +211,16 @@ def main(argv=None) -> int:
 
         jax.config.update("jax_enable_x64", True)  # the command line computes in float64
         _compile_cache(None if args.no_cache else (args.cache_dir or default_cache_dir()), bool(args.cache_dir))
-    if getattr(args, "duration", 1.0) <= 0:
-        parser.error("--duration must be > 0")
-    if getattr(args, "samples", 3) < 3:
-        parser.error("--samples must be >= 3")
+    import math
+
+    # the options that the reach and optimal commands share: a one-line error, exit 2
+    duration, gravity = getattr(args, "duration", 1.0), getattr(args, "gravity", 0.0)
+    problem = ("--duration must be a finite number > 0 (s)" if not (math.isfinite(duration) and duration > 0) else
+               "--gravity must be a finite number (m/s^2)" if not math.isfinite(gravity) else
+               "--samples must be >= 3" if getattr(args, "samples", 3) < 3 else None)  # fmt: skip
+    if problem:
+        print(f"jaxmb {args.command}: error: {problem}", file=sys.stderr)
+        return 2
     return args.func(args)
 
 

@@ -497,8 +497,9 @@ def base_parameters(model: Model, Y, *, rtol: float | None = None, order: Sequen
     Args:
       model: the model the regressor was built for (names and lengths for the words).
       Y: a regressor ``(..., 4 n)`` from :func:`regressor`, or a list of them.
-      rtol: relative threshold of the rank decision (default 1e-7 in float64, 1e-3
-        in float32).
+      rtol: relative threshold of the rank decision (default 1e-7 for a float64
+        regressor, 1e-3 for a float32 one). A column below 1e-13 (float64) or 500 eps
+        (float32: 6e-5) of the largest column's norm counts as absent.
       order: optional preferred order of the 4 n parameters (indices).
 
     Returns:
@@ -509,8 +510,14 @@ def base_parameters(model: Model, Y, *, rtol: float | None = None, order: Sequen
     for b in blocks:
         if np.shape(b)[-1:] != (p,):
             raise ValueError(f"a regressor of this model has {p} columns (4 per segment), got shape {np.shape(b)}")
+    # the precision the regressor was computed in (its coarsest float block) sets the
+    # thresholds: float32 rounding leaves ~1e-7 of the largest column in a column that
+    # is exactly zero
+    eps = max((float(np.finfo(np.asarray(b).dtype).eps) for b in blocks
+               if np.issubdtype(np.asarray(b).dtype, np.floating)), default=float(np.finfo(float).eps))
+    low = eps > 1e-10
     if rtol is None:
-        rtol = 1e-3 if any(np.asarray(b).dtype == np.float32 for b in blocks) else 1e-7
+        rtol = 1e-3 if low else 1e-7
     A = _stack(blocks, p)
     if A.shape[0] == 0:
         raise ValueError("the regressor has no rows (no samples)")
@@ -521,9 +528,10 @@ def base_parameters(model: Model, Y, *, rtol: float | None = None, order: Sequen
     big = norms.max() if norms.max() > 0 else 1.0
     basis = []
     indep, dep = [], []
+    absent = max(1e-13, 500 * eps)  # a column this small against the largest is rounding
     for k in order:
         v = A[:, k]
-        if norms[k] <= 1e-13 * big:
+        if norms[k] <= absent * big:
             dep.append(k)
             continue
         r = v / norms[k]
@@ -541,7 +549,7 @@ def base_parameters(model: Model, Y, *, rtol: float | None = None, order: Sequen
     names = parameter_names(model)
     if dep_s and indep_s:
         beta, *_ = np.linalg.lstsq(A[:, indep_s], A[:, dep_s], rcond=None)
-        beta[np.abs(beta) < 1e-10 * max(1.0, np.abs(beta).max())] = 0.0
+        beta[np.abs(beta) < max(1e-10, 100 * eps) * max(1.0, np.abs(beta).max())] = 0.0  # rounding
     else:
         beta = np.zeros((len(indep_s), len(dep_s)))
     sym = _symbols(model)
@@ -739,7 +747,10 @@ class FitResult:
         magnitudes) or (..., n, 2) (of the vectors): model minus measurement, at the
         fitted parameters.
       rms: dict of the RMS residual of each data kind over the weighted samples.
-      converged: True when the Levenberg-Marquardt iterations met a tolerance.
+      converged: True when the Levenberg-Marquardt iterations met a tolerance and no
+        free mass or inertia is stuck at its floor with the cost still falling as it
+        grows (where the gradient in the log coordinates has underflowed: ``status``
+        names them; such a parameter is first restarted from its starting value).
       status: how the iterations ended, in words.
       iterations: Levenberg-Marquardt iterations (both stages of a robust fit).
       cost: final value of the objective (half the sum of squared scaled residuals,
@@ -876,7 +887,11 @@ def _huber_residual(r, delta):
 def _residual_parts(zf, data, cfg: _Config):
     """(data residuals (N,), prior residuals (P,)) scaled, for free z values zf."""
     z = data["z0"].reshape(-1).at[jnp.asarray(cfg.free)].set(zf).reshape(cfg.n, 4)
-    phys = _physical_from_z(z, data["floor"])
+    return _residual_parts_physical(_physical_from_z(z, data["floor"]), data, cfg)
+
+
+def _residual_parts_physical(phys, data, cfg: _Config):
+    """_residual_parts of the (n, 4) physical parameters."""
     pi = _pi_from_physical(phys)
     parts = []
     if cfg.moments:
@@ -906,15 +921,22 @@ _STATUS = {1: "relative cost decrease below ftol", 2: "step below xtol", 3: "gra
            -3: "the objective is not finite at the start"}  # fmt: skip
 
 
+#: largest change of a log(mass) or log(inertia) in one Levenberg-Marquardt step
+_MAX_LOG_STEP = 1.0
+
+
 def _lm(zf0, data, cfg: _Config, max_iter: int, ftol, xtol, gtol):
     """Levenberg-Marquardt (Marquardt's diagonal scaling, Nielsen's damping update).
 
-    Minimises 1/2 |r(z)|^2: solve (J^T J + lam diag(J^T J)) dz = -J^T r, accept a step
-    that lowers the cost and shrink lam by max(1/3, 1 - (2 rho - 1)^3) (rho: actual over
-    predicted decrease), else multiply lam by nu and double nu. Non-finite trial costs
-    count as increases, so the iterate stays finite.
+    Minimises 1/2 |r(z)|^2: solve (J^T J + lam diag(J^T J)) dz = -J^T r, shorten dz
+    so that no log(mass) or log(inertia) moves by more than ``_MAX_LOG_STEP`` (a trust
+    region: a factor e per iteration), accept a step that lowers the cost and shrink
+    lam by max(1/3, 1 - (2 rho - 1)^3) (rho: actual over predicted decrease), else
+    multiply lam by nu and double nu. Non-finite trial costs count as increases, so
+    the iterate stays finite.
     """
     fun = lambda z: _residuals(z, data, cfg)  # noqa: E731
+    logs = jnp.asarray([k % 4 in (0, 3) for k in cfg.free])  # log(mass), log(inertia)
 
     def cost(z):
         r = fun(z)
@@ -933,6 +955,11 @@ def _lm(zf0, data, cfg: _Config, max_iter: int, ftol, xtol, gtol):
         d = jnp.diag(H)
         d = jnp.maximum(d, 1e-12 * jnp.max(d) + jnp.finfo(d.dtype).tiny)
         step = -jnp.linalg.solve(H + lam * jnp.diag(d), g)
+        # trust region in the log coordinates: at most a factor e per iteration on a
+        # mass or an inertia (an unbounded step can throw one to exp(-400), where its
+        # gradient underflows and it never comes back)
+        big = jnp.max(jnp.where(logs, jnp.abs(step), 0.0))
+        step = step * jnp.minimum(1.0, _MAX_LOG_STEP / jnp.where(big > 0, big, 1.0))
         zn = z + step
         cn = cost(zn)
         pred = -(g @ step + 0.5 * step @ (H @ step))
@@ -963,6 +990,37 @@ def _lm(zf0, data, cfg: _Config, max_iter: int, ftol, xtol, gtol):
 
 
 _lm_jit = jax.jit(_lm, static_argnames=("cfg",))
+
+
+@functools.partial(jax.jit, static_argnames=("cfg",))
+def _physical_gradient(zf, data, cfg):
+    """Gradient (free,) of the cost 1/2 |r|^2 with respect to the free physical
+    parameters themselves (finite where d p / d z = exp(z) has underflowed)."""
+    z = data["z0"].reshape(-1).at[jnp.asarray(cfg.free)].set(zf).reshape(cfg.n, 4)
+    phys = _physical_from_z(z, data["floor"])
+
+    def cost(p):
+        rd, rp = _residual_parts_physical(p, data, cfg)
+        return 0.5 * (rd @ rd + rp @ rp)
+
+    return jax.grad(cost)(phys).reshape(-1)[jnp.asarray(cfg.free)]
+
+
+def _stuck_at_floor(z, c, jdata, cfg, ref) -> np.ndarray:
+    """(free,) bool: masses and inertias at their floor (within 1e3 times it) whose cost
+    still falls as they grow: -dc/dp p_ref above 1e-4 c (first-order gain of moving p back
+    to its starting size p_ref). Their gradient in z, dc/dp exp(z), has vanished with
+    exp(z), so the iterations stopped there for numerical reasons, not at a minimum (at
+    a true minimum on the bound of physical consistency dc/dp >= 0)."""
+    free = np.asarray(cfg.free)
+    logs = np.isin(free % 4, (0, 3))
+    floor = np.asarray(jdata["floor"], dtype=float).reshape(-1)[free]
+    phys = floor + np.exp(np.asarray(z, dtype=float))
+    low = logs & (phys <= 1e3 * floor)
+    if not low.any():
+        return low
+    g = np.asarray(_physical_gradient(z, jdata, cfg), dtype=float)
+    return low & (-g * ref > 1e-4 * max(float(c), 0.0) + np.finfo(float).tiny)
 
 
 @functools.partial(jax.jit, static_argnames=("cfg",))
@@ -1064,7 +1122,8 @@ def fit(model: Model, q, qd, qdd, *, moments=None, reactions=None, loads=None, f
        physically inconsistent; reported in ``result.base``;
     2. a physically consistent fit of the physical parameters, mass and inertia about
        the centre of mass through logarithms (positive by construction), the centre
-       of mass free, by Levenberg-Marquardt (jit-compiled) on
+       of mass free, by Levenberg-Marquardt (jit-compiled; each step changes a mass
+       or an inertia by at most a factor e) on
 
            1/2 sum (rho(w (y_model - y_measured) / sigma))  +  1/2 sum ((p - mean) / sd)^2,
 
@@ -1212,7 +1271,10 @@ def fit(model: Model, q, qd, qdd, *, moments=None, reactions=None, loads=None, f
     if linear:
         A = np.concatenate([a for a, _ in linear])
         b = np.concatenate([b_ for _, b_ in linear])
-        bp = base_parameters(model, A, rtol=rtol)
+        # the rank decision at the precision the regressors were computed in (weights
+        # are float64 NumPy: A would otherwise pass float32 rounding as information)
+        ydt = np.result_type(*(np.asarray(v[0]).dtype for v in Yq.values()))
+        bp = base_parameters(model, A.astype(ydt), rtol=rtol)
         Ab = A[:, list(bp.independent)]
         xb, *_ = np.linalg.lstsq(Ab, b, rcond=None)
         res = Ab @ xb - b
@@ -1244,9 +1306,24 @@ def fit(model: Model, q, qd, qdd, *, moments=None, reactions=None, loads=None, f
     # against the prior, weigh by their noise rather than by their size
     wkey = {"moments": "m_w", "reactions": "r_w"}
     raw_w = {k: data[wkey[k]] * scale[k] for k in kinds}
+    ref = np.abs(phys0.reshape(-1)[list(free_idx)])  # starting sizes (stuck-at-floor check)
+
+    def solve(z, cfg):
+        """Levenberg-Marquardt from z; a mass or inertia left stuck at its floor (see
+        _stuck_at_floor) restarts once from its starting value. Returns the result
+        and the names of those still stuck."""
+        out = _lm_jit(z, jdata, cfg, int(max_iter), ftol, xtol, gtol)
+        it = int(out[2])
+        stuck = _stuck_at_floor(out[0], out[1], jdata, cfg, ref)
+        if stuck.any() and int(out[3]) > 0:
+            out = _lm_jit(jnp.where(jnp.asarray(stuck), zf0, out[0]), jdata, cfg, int(max_iter), ftol, xtol, gtol)
+            it += int(out[2])
+            stuck = _stuck_at_floor(out[0], out[1], jdata, cfg, ref)
+        return (*out[:2], it, *out[3:]), [_physical_names(model)[free_idx[j]] for j in np.flatnonzero(stuck)]
+
     z, iters = zf0, 0
     for _ in range(1 if all(k in sigma for k in kinds) else 4):
-        z, c, it, status, rd, Jd, Jp = _lm_jit(z, jdata, cfg, int(max_iter), ftol, xtol, gtol)
+        (z, c, it, status, rd, Jd, Jp), stuck = solve(z, cfg)
         iters += int(it)
         if int(status) <= 0 or all(k in sigma for k in kinds):
             break
@@ -1278,10 +1355,10 @@ def fit(model: Model, q, qd, qdd, *, moments=None, reactions=None, loads=None, f
             deltas.append(1.345 * mad if mad > 0 else 1.345 * float(np.sqrt(np.mean(r * r)) or 1.0))
         jdata["delta"] = tuple(jnp.asarray(d, dtype) for d in deltas)
         cfg = cfg._replace(huber=True)
-        z, c, it, status, rd, Jd, Jp = _lm_jit(z, jdata, cfg, int(max_iter), ftol, xtol, gtol)
+        (z, c, it, status, rd, Jd, Jp), stuck = solve(z, cfg)
         iters += int(it)
     status = int(status)
-    converged = status > 0 and bool(np.isfinite(np.asarray(z)).all())
+    converged = status > 0 and bool(np.isfinite(np.asarray(z)).all()) and not stuck
 
     # standard errors from the Gauss-Newton Hessian
     z_np = np.asarray(z, dtype=float)
@@ -1320,6 +1397,10 @@ def fit(model: Model, q, qd, qdd, *, moments=None, reactions=None, loads=None, f
     at_bound = tuple(f"{PHYSICAL[j]}[{model.names[i]}]" for i, j in zip(*np.nonzero(
         mask & (phys <= 1e3 * np.where(floor > 0, floor, -np.inf)))))  # fmt: skip
     status_text = _STATUS.get(status, f"status {status}")
+    if stuck:
+        status_text += ("; NOT a minimum: stuck at the floor of physical consistency while the cost still "
+                        "falls as they grow (start closer, or fix them): " + ", ".join(stuck))
+        at_bound = tuple(b for b in at_bound if b not in stuck)
     if at_bound:
         status_text += "; at the bound of physical consistency (the data push them to 0): " + ", ".join(at_bound)
     fitted = from_physical(model, phys)

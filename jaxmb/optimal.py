@@ -48,7 +48,10 @@ sees is conditioned near 1 whatever the arm's inertias. It stops when the larges
 entry is below ``gtol`` (status 0), when an accepted iteration lowers the cost by less
 than ``ftol`` relative (status 1, L-BFGS only), after ``maxiter`` iterations (status 2)
 or at a non-finite cost or gradient (status 3: the result is the last finite iterate
-and ``converged`` is False, never a silent NaN).
+and ``converged`` is False, never a silent NaN; a cost that is not finite at the
+initial guess raises ValueError instead). Enough nodes for the basis are required
+(:func:`min_nodes`), so that the optimiser cannot lower the cost by exploiting the
+quadrature error.
 """
 
 from __future__ import annotations
@@ -75,6 +78,7 @@ __all__ = [
     "COSTS",
     "STATUS",
     "basis_matrices",
+    "min_nodes",
     "movement",
 ]
 
@@ -138,7 +142,9 @@ class OptimalMovement(NamedTuple):
     """Result of :func:`optimize`; with a batch, every field has its leading shape.
 
     Attributes:
-      t: (nodes,) times, s (shared by the batch).
+      t: (..., nodes) times, s: the equally spaced times of each problem, with the
+        leading shape of ``duration`` ((nodes,) for a scalar duration, shared by the
+        batch; broadcasts against the other fields' batch shape).
       q, qd, qdd: (..., nodes, dof) the optimal trajectory (rad, rad/s, rad/s^2).
       tau: (..., nodes, dof) generalized forces along it, N m.
       hand: (..., nodes, 2) the hand path, m.
@@ -209,6 +215,28 @@ def _basis_np(nodes: int, size: int, quadrature: str = "trapezoid"):
     base = np.stack([p.deriv(d)(s) if d else p(s) for d in range(4)], -1)
     phi = np.stack([np.stack([(r.deriv(d) if d else r)(s) for r in raw], -1) for d in range(4)])
     return s, wq, base, phi @ R
+
+
+def min_nodes(basis: int, quadrature: str = "gauss") -> int:
+    """The fewest nodes :func:`optimize` accepts for ``basis`` correction functions.
+
+    The corrections are polynomials of degree K + 5 (K = ``basis``): their jerk has
+    degree K + 2 and their acceleration K + 3, so the leading terms of the costs
+    (|A q^(3)|^2, and |M q^(2)|^2 for the torque) are polynomials of degree up to
+    2 K + 6 times smooth functions of q. Gauss-Legendre on n points integrates
+    degree 2 n - 1 exactly: n >= K + 4 is the least that sees every direction of the
+    coefficients; twice K + 3 leaves the margin the non-polynomial dynamics need
+    (with fewer, the optimiser finds coefficients whose cost is mostly quadrature
+    error: nodes=8 with basis=10 reported 9.4e-7 for a path whose torque change is
+    1.1e6). The trapezoidal rule, second-order accurate, needs twice that again.
+
+    Returns:
+      2 (basis + 3) for "gauss", 4 (basis + 3) for "trapezoid".
+    """
+    basis = _check_int("basis", basis, 1)
+    if quadrature not in ("gauss", "trapezoid"):
+        raise ValueError(f"quadrature must be 'gauss' or 'trapezoid', got {quadrature!r}")
+    return (2 if quadrature == "gauss" else 4) * (basis + 3)
 
 
 def basis_matrices(nodes: int, size: int, quadrature: str = "trapezoid"):
@@ -564,7 +592,10 @@ def _check_reached(model, batched, q, target, name, i, point, out_of_reach):
     pos = _hand_at(model, q, i, point, batched)
     err = np.linalg.norm(np.asarray(pos) - np.asarray(target), axis=-1)
     size = float(np.max(np.sum(np.abs(np.asarray(model.length)), axis=-1)))
-    bad = err > 1e-8 * max(size, 1e-3)
+    # met to the inverse kinematics' tolerance (1e-12 of the size in float64, 1e-6 in
+    # float32): 1e-8 of the size in float64, 300 eps (3.6e-5) of it in float32
+    eps = float(jnp.finfo(q.dtype).eps)
+    bad = err > max(1e-8, 300 * eps) * max(size, 1e-3)
     if np.any(bad):
         first = int(np.argmax(bad))
         msg = (f"{int(np.sum(bad))} {name} hand target(s) out of reach (first: batch index {first}, "
@@ -597,14 +628,16 @@ def optimize(model: Model, start, end, duration, *, cost: Union[str, dict, Calla
         translations); with ``target="hand"``, (..., 2) hand positions (m), turned into
         postures by :func:`jaxmb.trajectory.inverse_kinematics` (the end from the
         start posture, so a two-link arm keeps its elbow branch).
-      duration: movement time T, s (> 0), a scalar or a (...) batch.
+      duration: movement time T, s (finite, > 0), a scalar or a (...) batch.
       cost: "torque_change" (default), "torque", "hand_jerk", "joint_jerk", a dict
         of them with weights (e.g. ``{"torque_change": 1, "hand_jerk": 1e-3}``; all
         built-in costs share one compiled solver), or a function
         ``cost(movement) -> scalar`` of a :class:`Movement` (traced: use jnp; a new
         function object compiles anew, so reuse it).
-      nodes: number of quadrature points the costs are integrated on (>= 2), and of
-        the equally spaced times (ends included) the result is given at.
+      nodes: number of quadrature points the costs are integrated on, and of the
+        equally spaced times (ends included) the result is given at; at least
+        :func:`min_nodes` (2 (basis + 3) with Gauss-Legendre, 4 (basis + 3) with the
+        trapezoidal rule: 26 and 52 for basis=10).
       target: "joint" or "hand", what ``start`` and ``end`` are.
       basis: number K of correction functions per coordinate (>= 1; 10 resolves the
         published optimal reaches to better than 1e-4 of their amplitude).
@@ -623,7 +656,7 @@ def optimize(model: Model, start, end, duration, *, cost: Union[str, dict, Calla
       segment, point: the hand, as in :func:`jaxmb.trajectory.hand_position` (default:
         the distal end of the last segment).
       q_guess: (dof,) or (..., dof) initial guess of the inverse kinematics of the
-        start (``target="hand"``).
+        start (``target="hand"``; ignored with ``target="joint"``).
       out_of_reach: "project" (warn and move the target onto the workspace boundary)
         or "raise" (ValueError), for hand targets.
       quadrature: "gauss" (default: Gauss-Legendre points) or "trapezoid" (the
@@ -646,14 +679,18 @@ def optimize(model: Model, start, end, duration, *, cost: Union[str, dict, Calla
       leading shape.
 
     Raises:
-      ValueError: duration <= 0, mismatched shapes, an unknown cost, target or method,
-        nodes < 2, basis < 1, maxiter < 1, non-finite inputs, an out-of-reach hand
-        target with ``out_of_reach="raise"``.
+      ValueError: a duration that is not finite and > 0, mismatched shapes (also of
+        ``q_guess``), an unknown or empty cost, an unknown target or method, nodes
+        below :func:`min_nodes`, basis < 1, maxiter < 1, non-finite inputs, an
+        out-of-reach hand target with ``out_of_reach="raise"``, a cost (or its
+        gradient) that is not finite at the initial guess.
     """
     # -------- arguments
     if isinstance(cost, str):
         cost = {cost: 1.0}
     if isinstance(cost, dict):
+        if not cost:
+            raise ValueError(f"cost is an empty dict: name at least one of {list(_NAMES)} with its weight")
         unknown = sorted(set(cost) - set(COSTS))
         if unknown:
             raise ValueError(f"unknown cost {unknown[0]!r}: use one of {list(_NAMES)}, a dict of them with "
@@ -684,6 +721,11 @@ def optimize(model: Model, start, end, duration, *, cost: Union[str, dict, Calla
         raise ValueError(f"batching must be 'map' or 'vmap', got {batching!r}")
     nodes = _check_int("nodes", nodes, 2)
     basis = _check_int("basis", basis, 1)
+    if nodes < min_nodes(basis, quadrature):
+        raise ValueError(f"nodes={nodes} is too few for basis={basis} with {quadrature!r} quadrature: give nodes >= "
+                         f"{min_nodes(basis, quadrature)} ({2 if quadrature == 'gauss' else 4} (basis + 3), see "
+                         "jaxmb.optimal.min_nodes), or a smaller basis; with fewer the optimiser minimises the "
+                         "quadrature error")
     maxiter = _check_int("maxiter", maxiter, 1)
     memory = _check_int("memory", memory, 1)
     linesearch_steps = _check_int("linesearch_steps", linesearch_steps, 1)
@@ -707,13 +749,19 @@ def optimize(model: Model, start, end, duration, *, cost: Union[str, dict, Calla
         if x.ndim < 1 or x.shape[-1] != width:
             raise ValueError(f"{name} must have shape ({width},) or (..., {width}) with target={target!r}: "
                              f"{what}, got shape {tuple(x.shape)}")
+        if x.dtype.kind not in "fiu":
+            raise ValueError(f"{name} must be an array of real numbers, got dtype {x.dtype}")
         check_finite(x, name)
         arrays[name] = x
     start, end = arrays["start"], arrays["end"]
     duration = np.asarray(duration) if not isinstance(duration, jax.Array) else duration
-    check_finite(duration, "duration")
-    if not np.all(np.asarray(duration) > 0):
-        raise ValueError(f"duration must be > 0 (s), got {np.asarray(duration).ravel()[:5]}")
+    if np.asarray(duration).dtype.kind not in "fiu":
+        raise ValueError(f"duration must be a number or an array of numbers > 0 (s), got {duration!r}")
+    d_np = np.asarray(duration, dtype=float)
+    if not np.all(np.isfinite(d_np) & (d_np > 0)):
+        k = int(np.argmax(~(np.isfinite(d_np) & (d_np > 0)).ravel()))
+        raise ValueError(f"duration must be > 0 and finite (s), got {d_np.ravel()[k]}"
+                         + (f" at flat index {k}" if d_np.ndim else ""))
     dtype = _float_dtype(start, end, duration, *jax.tree_util.tree_leaves(model))
     try:
         lead = np.broadcast_shapes(start.shape[:-1], end.shape[:-1], np.shape(duration), mshape)
@@ -722,11 +770,28 @@ def optimize(model: Model, start, end, duration, *, cost: Union[str, dict, Calla
                          f"duration {np.shape(duration)}, model {mshape}") from None
     if init is not None:
         init = np.asarray(init) if not isinstance(init, jax.Array) else init
-        if init.ndim < 2 or init.shape[-2:] != (basis, dof):
+        if init.ndim < 2 or init.shape[-2:] != (basis, dof) or init.dtype.kind not in "fiu":
             raise ValueError(f"init must have shape (..., basis={basis}, dof={dof}), got {tuple(init.shape)}")
         check_finite(init, "init")
-        lead = np.broadcast_shapes(lead, init.shape[:-2])
+        try:
+            lead = np.broadcast_shapes(lead, init.shape[:-2])
+        except ValueError:
+            raise ValueError(f"init's batch {tuple(init.shape[:-2])} does not broadcast with the batch {tuple(lead)} "
+                             "of start, end, duration and model") from None
     lead = tuple(lead)
+    if target == "hand" and q_guess is not None:
+        q_guess = np.asarray(q_guess) if not isinstance(q_guess, jax.Array) else q_guess
+        if q_guess.ndim < 1 or q_guess.shape[-1] != dof or q_guess.dtype.kind not in "fiu":
+            raise ValueError(f"q_guess must be real, of shape ({dof},) or (..., {dof}): coordinates (dof={dof}), "
+                             f"got shape {tuple(q_guess.shape)}")
+        check_finite(q_guess, "q_guess")
+        try:
+            fits = np.broadcast_shapes(q_guess.shape[:-1], lead) == tuple(lead)
+        except ValueError:
+            fits = False
+        if not fits:
+            raise ValueError(f"q_guess's batch {tuple(q_guess.shape[:-1])} does not broadcast to the batch "
+                             f"{tuple(lead)} of start, end, duration and model")
     B = int(np.prod(lead)) if lead else 1
 
     # -------- flatten the batch
@@ -799,7 +864,16 @@ def optimize(model: Model, start, end, duration, *, cost: Union[str, dict, Calla
             bar.close()
         res = jax.tree_util.tree_map(lambda *xs: jnp.concatenate(xs)[:B], *parts)
 
-    # -------- unflatten
-    t = res.t[0]
+    # -------- a cost that is not finite where the optimisation starts is an input error
+    start_bad = np.asarray((res.status == 3) & (res.iterations == 0))
+    if np.any(start_bad):
+        k = int(np.argmax(start_bad))
+        raise ValueError(f"the cost or its gradient is not finite at the initial guess"
+                         f"{f' (problem {k} of the flattened batch of {B})' if B > 1 else ''}: "
+                         f"{float(np.asarray(res.history)[k, 0])!r}; check the cost function, the inputs and init")
+
+    # -------- unflatten; the times follow the durations (shared when duration is a scalar)
+    s_t = jnp.asarray(_basis_np(nodes, basis, "trapezoid")[0], dtype)
+    t = jnp.asarray(duration, dtype)[..., None] * s_t
     out = {f: getattr(res, f).reshape(lead + getattr(res, f).shape[1:]) for f in OptimalMovement._fields if f != "t"}
     return OptimalMovement(t=t, **out)

@@ -11,7 +11,9 @@ vmap-able). Optimal movements through the dynamics are in :mod:`jaxmb.optimal`.
 from __future__ import annotations
 
 import functools
+import math
 import warnings
+from typing import NamedTuple
 
 import jax
 import jax.numpy as jnp
@@ -27,6 +29,7 @@ __all__ = [
     "hand_position",
     "workspace",
     "inverse_kinematics",
+    "IKResult",
 ]
 
 
@@ -37,34 +40,62 @@ def minimum_jerk(x0, x1, duration, t):
 
     Args:
       x0, x1: (d,) start and end positions (any unit).
-      duration: movement time, s (> 0).
+      duration: movement time, s (finite, > 0; checked when concrete).
       t: time, s: a scalar or an array (...,).
 
     Returns:
       (..., d) positions; differentiate with :func:`time_derivatives`.
+
+    Raises:
+      ValueError: a concrete duration that is not a finite number > 0.
     """
+    _check_duration(duration)
     x0, x1, t = jnp.asarray(x0), jnp.asarray(x1), jnp.asarray(t)
     s = jnp.clip(t / duration, 0.0, 1.0)[..., None]
     return x0 + (x1 - x0) * (10 * s**3 - 15 * s**4 + 6 * s**5)
+
+
+def _check_duration(duration):
+    """ValueError for a concrete duration that is not a finite number > 0 (traced: skipped)."""
+    if isinstance(duration, jax.core.Tracer):
+        return
+    d = np.asarray(duration)
+    if d.dtype.kind not in "fiu" or not (np.all(np.isfinite(d)) and np.all(d > 0)):
+        raise ValueError(f"duration must be a finite number > 0 (s), got {duration!r}")
 
 
 def two_link_ik(p, L1, L2, *, elbow: str = "up"):
     """Joint angles (q1 absolute, q2 relative) placing a two-link endpoint at p.
 
     Args:
-      p: (2,) endpoint position relative to the proximal joint, m; must lie strictly
-        inside the workspace |L1 - L2| < |p| < L1 + L2 (at the boundary the inverse is
-        singular and its time derivatives are infinite).
+      p: (2,) endpoint position relative to the proximal joint, m; must lie in the
+        workspace |L1 - L2| <= |p| <= L1 + L2 (at the boundary the inverse is
+        singular and its time derivatives are infinite). A concrete point outside
+        raises; under ``jit``/``jvp`` (traced values, unknown) a point outside gets
+        the arm stretched or folded towards it (the radial projection onto the
+        workspace), so check the points beforehand.
       L1, L2: link lengths, m.
       elbow: "up" (q2 > 0, counter-clockwise elbow, as the arm of the notes flexing
         forward) or "down" (q2 < 0).
 
     Returns:
       (2,) angles q1 (from +x), q2 (relative), rad.
+
+    Raises:
+      ValueError: an elbow other than "up" or "down"; a concrete point out of reach.
     """
+    if elbow not in ("up", "down"):
+        raise ValueError(f"elbow must be 'up' or 'down', got {elbow!r}")
+    if not any(isinstance(x, jax.core.Tracer) for x in (p, L1, L2)):
+        r, a, b = np.hypot(*np.asarray(p, dtype=float)), abs(float(L1)), abs(float(L2))
+        slack = 1e-12 * max(a + b, 1.0)
+        if not np.all((abs(a - b) - slack <= r) & (r <= a + b + slack)):
+            raise ValueError(f"p = {np.asarray(p).tolist()} is out of reach: |p| = {np.asarray(r).tolist()} m, the "
+                             f"links reach {abs(a - b):.6g} m <= |p| <= {a + b:.6g} m")
     p = jnp.asarray(p)
     r2 = p[0] ** 2 + p[1] ** 2
-    c2 = (r2 - L1**2 - L2**2) / (2 * L1 * L2)
+    # clipped: a (traced) point out of reach gets the radial projection, not a NaN
+    c2 = jnp.clip((r2 - L1**2 - L2**2) / (2 * L1 * L2), -1.0, 1.0)
     sign = 1.0 if elbow == "up" else -1.0
     s2 = sign * jnp.sqrt(jnp.clip(1 - c2**2, 0.0, None))
     q2 = jnp.arctan2(s2, c2)
@@ -222,15 +253,42 @@ def _ik_solve(model: Model, target, q0, i: int, point, damping, tol, max_iter: i
                 jnp.where(ok, jnp.maximum(mu / 3, 1e-8), mu * 4), it + 1)
 
     s0 = (q0, target - f(q0), jnp.asarray(1.0, dtype), 0)
-    q, *_ = jax.lax.while_loop(cond, body, s0)
+    q, e, _, it = jax.lax.while_loop(cond, body, s0)
     # angles into [-pi, pi) (the same pose); base translations untouched
     nb = model.nbase
-    return q.at[nb:].set(jnp.mod(q[nb:] + jnp.pi, 2 * jnp.pi) - jnp.pi)
+    return q.at[nb:].set(jnp.mod(q[nb:] + jnp.pi, 2 * jnp.pi) - jnp.pi), jnp.sqrt(jnp.sum(e**2)), it
+
+
+class IKResult(NamedTuple):
+    """What :func:`inverse_kinematics` returns with ``full_output=True``.
+
+    Attributes:
+      q: (..., dof) the coordinates (as returned without ``full_output``).
+      error: (...) the hand's remaining distance from the (projected) target, m.
+      iterations: (...) Levenberg-Marquardt iterations run.
+      converged: (...) bool, error <= tol.
+    """
+
+    q: jax.Array
+    error: jax.Array
+    iterations: jax.Array
+    converged: jax.Array
+
+
+def _number(name, v, unit):
+    """v as a float; ValueError unless a finite real number > 0."""
+    if isinstance(v, (bool, np.bool_)) or not isinstance(v, (int, float, np.integer, np.floating)) and not (
+            isinstance(v, (np.ndarray, jax.Array)) and v.ndim == 0 and v.dtype.kind in "fiu"):
+        raise ValueError(f"{name} must be a number > 0 ({unit}), got {v!r}")
+    v = float(v)
+    if not (math.isfinite(v) and v > 0):
+        raise ValueError(f"{name} must be > 0 and finite ({unit}), got {v!r}")
+    return v
 
 
 def inverse_kinematics(model: Model, target, q0=None, *, segment: Segment = -1, point=None,
                        damping: float | None = None, tol: float | None = None, max_iter: int = 100,
-                       out_of_reach: str = "project"):  # fmt: skip
+                       out_of_reach: str = "project", full_output: bool = False):  # fmt: skip
     """Coordinates placing the hand at a target: damped least squares, any chain.
 
     Levenberg-Marquardt iterations on the hand position error (see ``_ik_solve``):
@@ -266,22 +324,30 @@ def inverse_kinematics(model: Model, target, q0=None, *, segment: Segment = -1, 
         raises ValueError. Both check concrete targets before solving; under your own
         ``jit``/``vmap`` the targets are traced, "project" projects without a warning
         and "raise" raises at trace time (the values are unknown).
+      full_output: also return the remaining error, the iterations and a
+        ``converged`` flag per target (an :class:`IKResult`).
 
     Returns:
       (..., dof) coordinates with the hand at the (projected) target, angles wrapped
-      into [-pi, pi).
+      into [-pi, pi); with ``full_output``, an :class:`IKResult`. A solve that ends
+      with the hand farther than ``tol`` from its target (``max_iter`` reached) is
+      reported: in ``IKResult.converged``, and without ``full_output`` by a
+      ``RuntimeWarning`` (concrete inputs; under jit/vmap use ``full_output``).
 
     Raises:
       ValueError: bad shapes, non-finite inputs, an unknown ``out_of_reach``, a
-        non-positive ``damping`` or ``max_iter``, or an out-of-reach target with
-        ``out_of_reach="raise"``.
+        ``damping`` or ``tol`` that is not a number > 0, a ``max_iter`` that is not
+        an int >= 1, batches of ``target`` and ``q0`` that do not broadcast, or an
+        out-of-reach target with ``out_of_reach="raise"``.
     """
     if out_of_reach not in ("project", "raise"):
         raise ValueError(f"out_of_reach must be 'project' or 'raise', got {out_of_reach!r}")
-    if damping is not None and not damping > 0:
-        raise ValueError(f"damping must be > 0 (m), got {damping!r}")
-    if int(max_iter) < 1:
-        raise ValueError(f"max_iter must be >= 1, got {max_iter!r}")
+    if damping is not None:
+        damping = _number("damping", damping, "m")
+    if tol is not None:
+        tol = _number("tol", tol, "m")
+    if isinstance(max_iter, (bool, np.bool_)) or not isinstance(max_iter, (int, np.integer)) or max_iter < 1:
+        raise ValueError(f"max_iter must be an int >= 1, got {max_iter!r}")
     i, point = _hand_point(model, segment, point)
     target = jnp.asarray(target) if isinstance(target, jax.core.Tracer) else np.asarray(target)
     if target.ndim < 1 or target.shape[-1] != 2:
@@ -292,7 +358,11 @@ def inverse_kinematics(model: Model, target, q0=None, *, segment: Segment = -1, 
     dtype = _float_dtype(target) if q0 is None else _float_dtype(target, q0)
     aim = True
     q0 = _default_q0(model, dtype) if q0 is None else check_batch(model, q0, "q0")
-    lead = jnp.broadcast_shapes(target.shape[:-1], q0.shape[:-1])
+    try:
+        lead = np.broadcast_shapes(target.shape[:-1], q0.shape[:-1])
+    except ValueError:
+        raise ValueError(f"the batches of target {tuple(target.shape[:-1])} and q0 {tuple(q0.shape[:-1])} do not "
+                         "broadcast") from None
 
     fixed = model.base == "fixed"
     if fixed:
@@ -322,9 +392,22 @@ def inverse_kinematics(model: Model, target, q0=None, *, segment: Segment = -1, 
         damping = 1e-6 * scale
     if tol is None:
         tol = (1e-12 if jnp.dtype(dtype) == jnp.float64 else 1e-6) * scale
-    return _ik_batched(model, jnp.asarray(target, dtype), jnp.asarray(q0, dtype), tuple(lead), i,
-                       None if point is None else point.astype(dtype), jnp.asarray(damping, dtype),
-                       jnp.asarray(tol, dtype), int(max_iter), aim)
+    q, err, it = _ik_batched(model, jnp.asarray(target, dtype), jnp.asarray(q0, dtype), tuple(lead), i,
+                             None if point is None else point.astype(dtype), jnp.asarray(damping, dtype),
+                             jnp.asarray(tol, dtype), int(max_iter), aim)
+    converged = err <= jnp.asarray(tol, err.dtype)
+    if full_output:
+        return IKResult(q, err, it, converged)
+    if not isinstance(converged, jax.core.Tracer) and not bool(np.all(converged)):
+        bad = ~np.atleast_1d(np.asarray(converged)).ravel()
+        j = int(np.argmax(bad))
+        e_j = float(np.atleast_1d(np.asarray(err)).ravel()[j])
+        warnings.warn(f"inverse_kinematics: {int(bad.sum())} of {bad.size} solve(s) did not converge in "
+                      f"max_iter={int(max_iter)} iterations (first: flat index {j}, hand {e_j:.3g} m from its "
+                      f"target, tol {float(tol):.3g} m): "
+                      "raise max_iter or give a q0 nearer the solution (full_output=True returns the flags)",
+                      RuntimeWarning, stacklevel=2)
+    return q
 
 
 def _aim(model: Model, q0, target, i: int, point):
@@ -353,7 +436,8 @@ def _ik_batched(model, target, q0, lead, i, point, damping, tol, max_iter, aim):
     if aim:
         q = jax.vmap(lambda qq, tt: _aim(m, qq, tt, i, point))(q, t)
     solve = lambda tt, qq: _ik_solve(m, tt, qq, i, point, damping, tol, max_iter)  # noqa: E731
-    return jax.vmap(solve)(t, q).reshape(lead + (model.dof,))
+    q, err, it = jax.vmap(solve)(t, q)
+    return q.reshape(lead + (model.dof,)), err.reshape(lead), it.reshape(lead)
 
 
 def _traced_radii(model: Model, i: int, point):

@@ -15,6 +15,8 @@ Problems are small (few nodes and basis functions) and share one solver
 configuration per cost, so that each compiles once.
 """
 
+import os
+import re
 import warnings
 
 import jax
@@ -162,9 +164,23 @@ def test_user_cost_function():
 
 
 def test_non_finite_cost_is_reported_not_returned():
-    r = optimize(PENDULUM, [0.0], [1.0], 0.5, cost=lambda m: jnp.log(-m.integral(m.qddd**2)), **KW)
-    assert not bool(r.converged) and int(r.status) == 3
-    assert np.all(np.isfinite(r.q)) and np.all(np.isfinite(r.tau))
+    # finite only within 1e-9 rad of the initial path: Adam's first step leaves it
+    init = np.full((BASIS, 1), 0.1)
+    q0 = movement(PENDULUM, [0.0], [1.0], 0.5, init, nodes=NODES, quadrature="gauss").q
+
+    def cost(m):
+        return m.integral(m.qddd**2) + jnp.log(1e-9 - jnp.max(jnp.abs(m.q - q0)))
+
+    r = optimize(PENDULUM, [0.0], [1.0], 0.5, cost=cost, init=init, method="adam", **KW)
+    assert not bool(r.converged) and int(r.status) == 3 and int(r.iterations) == 1
+    assert np.all(np.isfinite(r.q)) and np.all(np.isfinite(r.tau)) and np.isfinite(float(r.cost))
+    np.testing.assert_array_equal(r.coef, init)  # the last finite iterate
+
+
+def test_a_cost_not_finite_at_the_initial_guess_raises():
+    # before: a NaN cost returned with status 3
+    with pytest.raises(ValueError, match="not finite at the initial guess"):
+        optimize(PENDULUM, [0.0], [1.0], 0.5, cost=lambda m: jnp.log(-m.integral(m.qddd**2)), **KW)
 
 
 def test_batched_call_equals_a_loop_of_single_calls():
@@ -248,6 +264,13 @@ def test_out_of_reach_hand_targets():
 @pytest.mark.parametrize("kwargs, match", [
     (dict(duration=0.0), "duration must be > 0"),
     (dict(duration=-1.0), "duration must be > 0"),
+    (dict(duration=float("nan")), "duration must be > 0 and finite"),  # before: IndexError
+    (dict(duration=[0.5, float("inf")]), "duration must be > 0 and finite .* at flat index 1"),
+    (dict(duration="0.5"), "duration must be a number"),
+    (dict(start=["a", "b"]), "start must be an array of real numbers"),
+    (dict(cost={}), "cost is an empty dict"),  # before: a JAX TypeError
+    (dict(nodes=8), r"nodes=8 is too few for basis=10 .* nodes >= 26"),
+    (dict(nodes=51, quadrature="trapezoid"), r"nodes >= 52"),
     (dict(end=[0.1, 0.2, 0.3]), r"end must have shape \(2,\)"),
     (dict(start=[[0.1, 0.2]] * 3, end=[[0.1, 0.2]] * 2), "batch shapes do not broadcast"),
     (dict(target="hand"), r"start must have shape \(2,\)"),
@@ -271,6 +294,61 @@ def test_bad_inputs_get_clear_errors(kwargs, match):
         optimize(UNO, args["start"], args["end"], args["duration"], **kwargs)
 
 
+def test_hand_start_guess_is_checked_under_its_own_name():
+    hand = dict(target="hand", **KW)
+    with pytest.raises(ValueError, match=r"q_guess must be real, of shape \(2,\)"):
+        optimize(UNO, [-0.2, 0.35], [0.2, 0.35], 0.5, q_guess=[0.1, 0.2, 0.3], **hand)
+    with pytest.raises(ValueError, match="q_guess is not finite"):  # before: reported as "q0"
+        optimize(UNO, [-0.2, 0.35], [0.2, 0.35], 0.5, q_guess=[np.nan, 0.2], **hand)
+    with pytest.raises(ValueError, match="q_guess's batch .* does not broadcast"):
+        optimize(UNO, [-0.2, 0.35], [0.2, 0.35], 0.5, q_guess=np.zeros((3, 2)), **hand)
+
+
+def test_few_nodes_are_refused_and_enough_give_the_true_cost(lateral):
+    # nodes=8 with basis=10 reported 9.4e-7, converged, for a path whose torque change is
+    # 1.1e6: the optimiser had minimised the quadrature error. min_nodes is the rule
+    from jaxmb.optimal import min_nodes
+
+    assert min_nodes(10) == 26 and min_nodes(10, "trapezoid") == 52 and min_nodes(1) == 8
+    assert NODES >= min_nodes(BASIS)
+    with pytest.raises(ValueError, match="too few"):
+        optimize(UNO, *LATERAL, target="hand", nodes=25, basis=BASIS)
+    # with enough nodes the reported cost is the cost of the path, integrated finely
+    for cost, r in lateral.items():
+        fine = movement(UNO, r.q_start, r.q_end, LATERAL[2], r.coef, nodes=400, quadrature="gauss")
+        np.testing.assert_allclose(float(r.cost), float(COSTS[cost](fine)), rtol=1e-4, err_msg=cost)
+
+
+def test_batched_durations_give_each_problem_its_times():
+    # before: r.t was the first problem's times for every problem
+    T = np.array([0.5, 1.0])
+    r = optimize(PENDULUM, [0.2], [1.4], T, cost="joint_jerk", **KW)
+    assert r.t.shape == (2, NODES) and r.q.shape == (2, NODES, 1)
+    np.testing.assert_allclose(r.t[:, -1], T, rtol=1e-15)
+    for k in range(2):
+        np.testing.assert_allclose(r.q[k], minimum_jerk([0.2], [1.4], T[k], r.t[k]), atol=1e-9)
+    # one duration: one time axis shared by the batch
+    r = optimize(PENDULUM, [[0.2], [0.1]], [1.4], 0.7, cost="joint_jerk", **KW)
+    assert r.t.shape == (NODES,) and float(r.t[-1]) == 0.7
+
+
+def test_float32_hand_targets_are_reached_without_a_warning():
+    # the README's example without x64: the inverse kinematics meets the targets to
+    # float32's resolution (1.07e-7 m), which the float64 threshold (1e-8 of the arm)
+    # called out of reach
+    arm = jaxmb.two_link_arm(gravity=0.0)
+    with jax.enable_x64(False), warnings.catch_warnings():
+        warnings.simplefilter("error")
+        r = optimize(arm.astype(np.float32), [-0.25, 0.40], [0.25, 0.40], 0.5, target="hand", cost="joint_jerk",
+                     out_of_reach="raise", maxiter=3, **KW)  # fmt: skip
+        assert r.q.dtype == np.float32
+    np.testing.assert_allclose(np.asarray(r.hand)[[0, -1]], [[-0.25, 0.40], [0.25, 0.40]], atol=1e-5)
+    # an unreachable target is still one in float32
+    with jax.enable_x64(False), pytest.raises(ValueError, match="out of reach"):
+        optimize(arm.astype(np.float32), [-0.25, 0.40], [0.25, 0.75], 0.5, target="hand", cost="joint_jerk",
+                 out_of_reach="raise", maxiter=3, **KW)  # fmt: skip
+
+
 def test_vmap_batching_equals_map():
     # the lock-step form (for accelerators) solves the same problems
     kw = dict(cost="torque_change", **KW)
@@ -289,7 +367,38 @@ def test_cli_optimal_writes_figure_and_csv(tmp_path, capsys):
     assert sorted(p.name for p in tmp_path.iterdir()) == ["optimal_reach.csv", "optimal_reach.png"]
     rows = (tmp_path / "optimal_reach.csv").read_text().splitlines()
     assert rows[0].startswith("criterion,t_s") and len(rows) == 1 + NODES
+    umask = os.umask(0)
+    os.umask(umask)
+    for p in tmp_path.iterdir():  # before: 0600 (mkstemp's mode)
+        assert p.stat().st_mode & 0o777 == 0o666 & ~umask, p
     # bad input: a one-line message and a non-zero exit, nothing written
     out = tmp_path / "bad"
     assert main(["optimal", "--end", "2", "2", "--out", str(out)]) == 2
     assert "out of reach" in capsys.readouterr().err and not out.exists()
+
+
+@pytest.mark.parametrize("args, match", [
+    (["--nodes", "8"], "--nodes must be >= 26"),
+    (["--duration", "nan"], "--duration must be a finite number > 0"),
+    (["--grid", "2"], "--grid 2: no grid point"),  # before: rc 2 after the main files were written
+    (["--grid", "3"], "--grid 3: no grid point"),
+    (["--start", "nan", "0.4"], "--start and --end must be finite"),
+])  # fmt: skip
+def test_cli_optimal_checks_everything_before_optimising(tmp_path, capsys, args, match):
+    from jaxmb.cli import main
+
+    out = tmp_path / "out"
+    assert main(["optimal", *args, "--out", str(out)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and re.search(match, err[0]), err
+    assert not out.exists()
+
+
+def test_cli_optimal_out_must_be_a_folder(tmp_path, capsys, monkeypatch):
+    from jaxmb.cli import main
+
+    afile = tmp_path / "afile"
+    afile.write_text("")
+    monkeypatch.setattr(jaxmb, "optimize", lambda *a, **k: pytest.fail("optimised before checking --out"))
+    assert main(["optimal", "--out", str(afile)]) == 2  # before: FileExistsError after optimising
+    assert "exists and is not a folder" in capsys.readouterr().err

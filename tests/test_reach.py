@@ -8,7 +8,9 @@ compensate gravity; fast reach: the interaction/inertial torques dominate).
 """
 
 import json
+import os
 
+import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
@@ -87,7 +89,50 @@ def test_cli_reach_writes_figure_and_summary(tmp_path, capsys):
     assert summary["elbow"]["gravity"]["peak"] > 0
 
 
-def test_cli_rejects_bad_arguments(tmp_path):
-    with pytest.raises(SystemExit):
-        main(["reach", "--duration", "-1", "--out", str(tmp_path)])
+@pytest.mark.parametrize("duration", [0.0, -1.0, float("nan"), float("inf")])
+def test_minimum_jerk_rejects_a_duration_that_is_not_positive_and_finite(duration):
+    # before: 0 gave NaN and -1 returned x0
+    with pytest.raises(ValueError, match="duration must be a finite number > 0"):
+        minimum_jerk([0.0, 0.0], [1.0, 1.0], duration, np.linspace(0, 1, 5))
+
+
+def test_two_link_ik_rejects_unknown_elbow_and_unreachable_points():
+    with pytest.raises(ValueError, match="elbow must be 'up' or 'down', got 'UP'"):
+        two_link_ik([0.3, 0.2], 0.3, 0.3, elbow="UP")  # before: silently "down"
+    with pytest.raises(ValueError, match="out of reach"):
+        two_link_ik([2.0, 0.0], 0.3, 0.3)  # before: [0, 0]
+    with pytest.raises(ValueError, match="out of reach"):
+        two_link_ik([0.01, 0.0], 0.3, 0.2)
+    # on the boundary: the straight arm (no NaN)
+    np.testing.assert_allclose(two_link_ik([0.0, 0.6], 0.3, 0.3), [np.pi / 2, 0.0], atol=1e-7)
+    # traced (values unknown): the radial projection, outside and inside the annulus
+    arm = jaxmb.chain([0.3, 0.2], [0.1, 0.1], [1.0, 1.0], [0.01, 0.01])
+    for p, r in (([2.0, 1.0], 0.5), ([0.02, -0.01], 0.1)):
+        q = jax.jit(lambda x: two_link_ik(x, 0.3, 0.2))(jnp.asarray(p))
+        hand = np.asarray(jaxmb.point_position(arm, q, 1, (0.2, 0.0)))
+        np.testing.assert_allclose(hand, r * np.asarray(p) / np.linalg.norm(p), atol=1e-12)
+
+
+def test_cli_rejects_bad_arguments(tmp_path, capsys):
+    for args in (["--duration", "-1"], ["--duration", "nan"], ["--duration", "inf"], ["--gravity", "nan"],
+                 ["--samples", "2"]):  # fmt: skip
+        # before: --duration nan wrote NaN results (bare NaN in the JSON) and exited 0
+        assert main(["reach", *args, "--out", str(tmp_path)]) == 2
+        err = capsys.readouterr().err.strip().splitlines()
+        assert len(err) == 1 and err[0].startswith("jaxmb reach: error: --"), err
     assert list(tmp_path.iterdir()) == []
+    afile = tmp_path / "afile"
+    afile.write_text("")
+    assert main(["reach", "--out", str(afile)]) == 2
+    assert "exists and is not a folder" in capsys.readouterr().err
+
+
+def test_cli_reach_json_is_strict_and_files_follow_the_umask(tmp_path):
+    assert main(["reach", "--duration", "0.5", "--samples", "21", "--out", str(tmp_path)]) == 0
+    text = (tmp_path / "reach_0.5s_g9.81.json").read_text()
+    json.loads(text, parse_constant=lambda c: pytest.fail(f"non-standard JSON constant {c}"))
+    umask = os.umask(0)
+    os.umask(umask)
+    for p in tmp_path.iterdir():
+        assert p.stat().st_mode & 0o777 == 0o666 & ~umask, p
+    assert not [p for p in tmp_path.iterdir() if p.name.startswith(".")]

@@ -99,6 +99,13 @@ def test_jit_and_vmap():
     (dict(q0=[0.1, 0.2, 0.3]), "q0 must have shape"),
     (dict(out_of_reach="clip"), "out_of_reach must be"),
     (dict(damping=0.0), "damping must be > 0"),
+    (dict(damping="a"), "damping must be a number"),
+    (dict(tol=-1.0), "tol must be > 0"),
+    (dict(tol=float("nan")), "tol must be > 0 and finite"),
+    (dict(max_iter=0), "max_iter must be an int >= 1"),
+    (dict(max_iter=0.5), "max_iter must be an int >= 1"),
+    (dict(max_iter="a"), "max_iter must be an int >= 1"),
+    (dict(target=np.full((3, 2), 0.3), q0=np.zeros((4, 2))), "batches of target .* and q0 .* do not broadcast"),
     (dict(point=[0.1]), r"point must have shape \(2,\)"),
     (dict(segment="hand"), "unknown segment name"),
 ])
@@ -106,6 +113,27 @@ def test_bad_inputs(kwargs, match):
     kwargs.setdefault("target", [0.3, 0.2])
     with pytest.raises(ValueError, match=match):
         inverse_kinematics(ARM, **kwargs)
+
+
+def test_a_failed_solve_is_reported():
+    # one iteration leaves the hand about 0.2 m off: a warning, or the flags
+    target = np.array([0.25, 0.4])
+    with pytest.warns(RuntimeWarning, match="1 of 1 solve.*did not converge in max_iter=1"):
+        q = inverse_kinematics(ARM, target, max_iter=1)
+    assert np.linalg.norm(np.asarray(hand_position(ARM, q)) - target) > 0.1
+    r = inverse_kinematics(ARM, np.stack([target, [0.3, 0.2]]), max_iter=1, full_output=True)
+    assert r.q.shape == (2, 2) and r.converged.shape == (2,) and not np.any(r.converged)
+    np.testing.assert_allclose(r.error, np.linalg.norm(np.asarray(hand_position(ARM, r.q)) - [target, [0.3, 0.2]],
+                                                       axis=-1), rtol=1e-12)  # fmt: skip
+    assert np.all(np.asarray(r.iterations) == 1)
+    # converged: no warning, flags True, the error below tol
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        r = inverse_kinematics(ARM, target, full_output=True, tol=1e-11)
+    assert bool(r.converged) and float(r.error) <= 1e-11 and 1 <= int(r.iterations) < 100
+    # under jit the flags come back (no warning: the values are traced)
+    ok = jax.jit(lambda t: inverse_kinematics(ARM, t, max_iter=1, full_output=True).converged)(target)
+    assert not bool(ok)
 
 
 def test_closed_form_hand_derivatives_match_autodiff():
