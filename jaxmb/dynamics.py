@@ -12,7 +12,9 @@ The public functions evaluate these quantities with the kernels of
 :mod:`jaxmb.batch` (recursive Newton-Euler, composite-body mass matrix, the
 articulated-body algorithm), for one sample or any leading batch shape, compiled on the first call;
 ``method="projection"`` evaluates the formula above with JAX's derivatives of g (the
-reference, one sample at a time).
+reference, one sample at a time). The pose-map quantities (:func:`coriolis_matrix`,
+the energies, :func:`point_load`) take any leading shape too, as a ``jax.vmap`` of
+the single-sample formula.
 """
 from __future__ import annotations
 
@@ -23,7 +25,22 @@ import jax.numpy as jnp
 import numpy as np
 
 from . import batch as _batch
-from .kinematics import _frames, _pose_acc, _rot, check_batch, check_loads, check_vector, pose, prepare
+from .kinematics import (
+    _as_array,
+    _float_dtype,
+    _frames,
+    _pose_acc,
+    _rot,
+    batched_states,
+    check_batch,
+    check_finite,
+    check_loads,
+    check_real,
+    check_vector,
+    over_leading,
+    pose,
+    prepare,
+)
 from .model import Model, Segment
 
 __all__ = [
@@ -424,11 +441,13 @@ def torque_components(model: Model, q, qd, qdd, loads=None, *, gradient: str = "
     return parts
 
 
+@batched_states("q", "qd")
 def coriolis_matrix(model: Model, q, qd):
-    """Coriolis matrix C(q, qd) from the Christoffel symbols of M, (dof, dof).
+    """Coriolis matrix C(q, qd) from the Christoffel symbols of M, (..., dof, dof).
 
     C_ij = 1/2 sum_k (dM_ij/dq_k + dM_ik/dq_j - dM_jk/dq_i) qd_k, so that
     C qd = bias_forces and Mdot - 2 C is skew-symmetric (M's derivatives by autodiff).
+    q, qd: (dof,) or (..., dof), broadcasting (a batch is a ``jax.vmap``).
     """
     model, _, (q, qd) = _inputs(model, q, qd)
     dM = jax.jacfwd(lambda q_: _mass_matrix(model, q_))(q)  # [i, j, k] = dM_ij/dq_k
@@ -438,27 +457,33 @@ def coriolis_matrix(model: Model, q, qd):
     return 0.5 * (t1 + t2 - t3)
 
 
+@batched_states("q", "qd")
 def kinetic_energy(model: Model, q, qd):
-    """Kinetic energy 1/2 sum (m |v_com|^2 + I omega^2), J."""
+    """Kinetic energy 1/2 sum (m |v_com|^2 + I omega^2), J: () per sample.
+
+    q, qd: (dof,) or (..., dof), broadcasting; a batch gives (...).
+    """
     model, _, (q, qd) = _inputs(model, q, qd)
     v = jax.jvp(lambda q_: pose(model, q_), (q,), (qd,))[1]
     w = jnp.stack([model.mass, model.mass, model.inertia], 1)
     return 0.5 * jnp.sum(w * v * v)
 
 
+@batched_states("q")
 def potential_energy(model: Model, q):
-    """Gravitational potential energy sum m g y_com, J (zero at y = 0)."""
+    """Gravitational potential energy sum m g y_com, J (zero at y = 0): () per sample,
+    (...) for q of shape (..., dof)."""
     model, _, (q,) = _inputs(model, q)
     return model.gravity * jnp.sum(model.mass * pose(model, q)[:, 1])
 
 
 def total_energy(model: Model, q, qd):
-    """Kinetic plus gravitational potential energy, J."""
+    """Kinetic plus gravitational potential energy, J: () per sample, (...) for a batch."""
     return kinetic_energy(model, q, qd) + potential_energy(model, q)
 
 
 def point_load(model: Model, q, segment: Segment, point, force, moment=0.0, *, frame: str = "world"):
-    """Loads (segments, 3) for a force applied at a point of one segment.
+    """Loads (..., segments, 3) for a force applied at a point of one segment.
 
     The force ``F`` at point ``p`` becomes the wrench at the segment's centre of mass
     ``c``: ``(Fx, Fy, moment + (p - c) x F)``; all other rows are zero. Add several
@@ -466,30 +491,57 @@ def point_load(model: Model, q, segment: Segment, point, force, moment=0.0, *, f
 
     Args:
       model: the model.
-      q: (dof,) generalized coordinates (the pose, to locate the centre of mass).
+      q: (dof,) or (..., dof) generalized coordinates (the pose, to locate the centre
+        of mass).
       segment: index or name of the segment the force acts on.
-      point: (2,) application point, m: world coordinates (``frame="world"``, e.g.
-        the centre of pressure of a ground reaction force) or local (along, across)
-        from the proximal joint (``frame="segment"``, e.g. the hand at (L, 0)).
-      force: (2,) world-frame force (Fx, Fy), N.
-      moment: free moment Mz, N m (e.g. the force plate's free moment).
+      point: (2,) or (..., 2) application point, m: world coordinates
+        (``frame="world"``, e.g. the centre of pressure of a ground reaction force)
+        or local (along, across) from the proximal joint (``frame="segment"``, e.g.
+        the hand at (L, 0)).
+      force: (2,) or (..., 2) world-frame force (Fx, Fy), N.
+      moment: free moment Mz, N m, a scalar or (...) (e.g. the force plate's free
+        moment).
       frame: "world" or "segment", how ``point`` is given.
+
+    Returns:
+      (segments, 3) for one sample, or (..., segments, 3) with the broadcast leading
+      shape of q, point, force and moment (NumPy-style; a ``jax.vmap`` of the
+      single-sample formula): e.g. a (T, dof) series with a (T, 2) centre of pressure
+      and force gives (T, segments, 3). The dtype is the floating dtype of q.
+
+    Raises:
+      ValueError: for a bad segment or frame, shapes that do not fit or do not
+        broadcast, and non-finite (or non-real) q, point, force or moment.
     """
     i = model.index(segment)
-    q = check_vector(model, q, "q")
-    point, force, moment = jnp.asarray(point), jnp.asarray(force), jnp.asarray(moment)
-    if point.shape != (2,):
-        raise ValueError(f"point must have shape (2,), got {point.shape}")
-    if force.shape != (2,):
-        raise ValueError(f"force must have shape (2,) (Fx, Fy in N), got {force.shape}")
-    if moment.shape != ():
-        raise ValueError(f"moment must be a scalar (Mz in N m), got shape {moment.shape}")
     if frame not in ("world", "segment"):
         raise ValueError(f"frame must be 'world' or 'segment', got {frame!r}")
-    model, dtype = prepare(model, q)  # q sets the dtype: tuples must not promote float32
-    q = q.astype(dtype)
+    q = check_batch(model, q, "q")
+    arrays = {"point": point, "force": force, "moment": moment}
+    for name, x in arrays.items():
+        x = _as_array(x, name)
+        check_real(x, name)
+        check_finite(x, name)
+        arrays[name] = x
+    point, force, moment = arrays.values()
+    if np.ndim(point) < 1 or np.shape(point)[-1] != 2:
+        raise ValueError(f"point must have shape (2,) or (..., 2), got {tuple(np.shape(point))}")
+    if np.ndim(force) < 1 or np.shape(force)[-1] != 2:
+        raise ValueError(f"force must have shape (2,) or (..., 2) (Fx, Fy in N), got {tuple(np.shape(force))}")
+    dtype = _float_dtype(q)  # q sets the dtype: tuples must not promote float32
+    model = model.astype(dtype)
+    return over_leading(
+        lambda q_, p_, f_, m_: _point_load(model, i, q_, p_, f_, m_, frame, dtype),
+        (q, point, force, moment), (1, 1, 1, 0), ("q", "point", "force", "moment"),
+    )  # fmt: skip
+
+
+def _point_load(model, i, q, point, force, moment, frame, dtype):
+    """One sample of :func:`point_load`: the (segments, 3) loads."""
+    q = jnp.asarray(q).astype(dtype)
     theta, P = _frames(model, q)
     c = P[i] + _rot(theta[i], model.com[i])
+    point, force, moment = jnp.asarray(point), jnp.asarray(force), jnp.asarray(moment)
     p = point.astype(dtype)
     if frame == "segment":
         p = P[i] + _rot(theta[i], p)

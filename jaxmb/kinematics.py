@@ -8,9 +8,20 @@ Blajer & Czaplicki 2005). Velocities, accelerations and Jacobians come from JAX'
 forward-mode derivatives of ``g``:
 
     D = dg/dq,   E = dg/dz,   pdot = D qd,   pddot = D qdd + gamma,   gamma = Ddot qd.
+
+Every public function takes one sample (``q``, ``qd``, ``qdd`` of shape ``(dof,)``)
+or any leading batch shape (``(..., dof)``; the leading shapes of the state arguments
+broadcast NumPy-style) and returns the leading shape first: ``pose`` of a
+``(T, dof)`` series is ``(T, segments, 3)``. A batch is evaluated as ``jax.vmap`` of
+the single-sample map (the linear conversions :func:`coordinates_to` and
+:func:`forces_to` as one matrix product). Other arguments (a segment's ``point``,
+``z``) are shared by every sample.
 """
 
 from __future__ import annotations
+
+import functools
+import inspect
 
 import jax
 import jax.numpy as jnp
@@ -81,18 +92,39 @@ def check_finite(x, name: str):
     if a.size > _EXACT_FINITE and np.isfinite(a.sum()):
         return
     if not np.isfinite(a).all():
+        if a.ndim == 0:
+            raise ValueError(f"{name} is not finite: {a}")
         where = tuple(int(i) for i in np.argwhere(~np.isfinite(a))[0])
         raise ValueError(f"{name} is not finite at index {where if len(where) > 1 else where[0]}: {a[where]}")
 
 
-def _as_array(x):
-    return x if isinstance(x, (jax.Array, np.ndarray, jax.core.Tracer)) else np.asarray(x)
+def _as_array(x, name: str = "the input"):
+    """x as an array (JAX and NumPy arrays and tracers unchanged); a ragged nested
+    list or a non-numeric value raises ValueError naming ``name``."""
+    if isinstance(x, (jax.Array, np.ndarray, jax.core.Tracer)):
+        return x
+    try:
+        return np.asarray(x)
+    except (ValueError, TypeError) as e:
+        raise ValueError(
+            f"{name} must be a rectangular array of real numbers (rows of equal length), got {type(x).__name__}: "
+            f"{str(e).splitlines()[0]}"
+        ) from None
+
+
+def check_real(x, name: str):
+    """Raise ValueError unless ``x`` has a real dtype (floating, integer or bool)."""
+    dt = x.dtype
+    if not (jnp.issubdtype(dt, jnp.floating) or jnp.issubdtype(dt, jnp.integer) or dt == bool):
+        raise ValueError(f"{name} must be a real array, got dtype {dt}")
 
 
 def check_vector(model: Model, x, name: str, size: int | None = None):
     """Return ``x`` as an array of shape (size,), raising ValueError otherwise
     (and for NaN or inf in a concrete input)."""
     size = model.dof if size is None else size
+    x = _as_array(x, name)
+    check_real(x, name)
     x = jnp.asarray(x)
     if x.shape != (size,):
         extra = " (one sample)" if x.ndim > 1 else ""
@@ -109,15 +141,13 @@ def check_batch(model: Model, x, name: str, size: int | None = None):
     ValueError otherwise (and for NaN or inf in a concrete input). NumPy inputs stay
     NumPy arrays: the compiled call converts them."""
     size = model.dof if size is None else size
-    x = _as_array(x)
+    x = _as_array(x, name)
     if x.ndim < 1 or x.shape[-1] != size:
         raise ValueError(
             f"{name} must have shape ({size},) for one sample or (..., {size}) for a batch "
             f"(this model has dof={model.dof}), got shape {tuple(x.shape)}"
         )
-    if not (jnp.issubdtype(x.dtype, jnp.floating) or jnp.issubdtype(x.dtype, jnp.integer)
-            or x.dtype == bool):  # fmt: skip
-        raise ValueError(f"{name} must be a real array, got dtype {x.dtype}")
+    check_real(x, name)
     check_finite(x, name)
     return x
 
@@ -130,7 +160,9 @@ def check_loads(model: Model, loads, dtype, *, batched: bool = False):
     n = model.segments
     if loads is None:
         return None if batched else jnp.zeros((n, 3), dtype)
-    loads = _as_array(loads) if batched else jnp.asarray(loads)
+    loads = _as_array(loads, "loads")
+    check_real(loads, "loads")  # complex loads would lose their imaginary part silently
+    loads = loads if batched else jnp.asarray(loads)
     ok = loads.shape[-2:] == (n, 3) if batched else loads.shape == (n, 3)
     if not ok:
         want = f"({n}, 3) or (..., {n}, 3)" if batched else f"({n}, 3)"
@@ -146,6 +178,75 @@ def prepare(model: Model, *xs):
     """Common dtype of the inputs; the model cast to it."""
     dtype = _float_dtype(*xs)
     return model.astype(dtype), dtype
+
+
+# ------------------------------------------------------------------ batches
+
+
+def leading_shape(arrays, core_ndims, names):
+    """The broadcast leading (batch) shape of arrays with ``core_ndims`` trailing
+    dimensions each; ValueError naming the arguments when they do not broadcast."""
+    leads = [tuple(np.shape(x)[: np.ndim(x) - k]) for x, k in zip(arrays, core_ndims)]
+    try:
+        return tuple(np.broadcast_shapes(*leads))
+    except ValueError:
+        got = ", ".join(f"{nm} {lead}" for nm, lead in zip(names, leads))
+        raise ValueError(f"the leading (batch) shapes of the inputs do not broadcast: {got}") from None
+
+
+def over_leading(fn, arrays, core_ndims, names):
+    """``fn(*arrays)`` of a single-sample function over the broadcast leading shape.
+
+    Each array has ``core_ndims`` trailing (per-sample) dimensions; the leading shapes
+    broadcast NumPy-style and ``fn`` runs under one ``jax.vmap`` over their flattened
+    product (an array without leading dimensions is passed unbatched). Every output
+    leaf gets the leading shape in front.
+    """
+    lead = leading_shape(arrays, core_ndims, names)
+    if not lead:
+        return fn(*arrays)
+    B = int(np.prod(lead, dtype=np.int64))
+    flat, axes = [], []
+    for x, k in zip(arrays, core_ndims):
+        core = tuple(np.shape(x)[np.ndim(x) - k :])
+        if np.ndim(x) == k:
+            flat.append(x)
+            axes.append(None)
+        else:
+            flat.append(jnp.reshape(jnp.broadcast_to(x, lead + core), (B,) + core))
+            axes.append(0)
+    out = jax.vmap(fn, in_axes=tuple(axes))(*flat)
+    return jax.tree_util.tree_map(lambda y: y.reshape(lead + y.shape[1:]), out)
+
+
+def batched_states(*names):
+    """Let a single-sample function of ``model`` and state vectors ``names`` (each
+    (dof,)) take (..., dof) as well: the inputs are checked on their full shapes (and
+    values, when concrete) and the function is vmapped over the broadcast leading
+    shape; its other arguments are shared by every sample."""
+
+    def deco(fn):
+        sig = inspect.signature(fn)
+
+        @functools.wraps(fn)
+        def wrapper(*args, **kwargs):
+            bound = sig.bind(*args, **kwargs)
+            xs = [_as_array(bound.arguments[nm], nm) if nm in bound.arguments else None for nm in names]
+            if all(x is None or np.ndim(x) <= 1 for x in xs):
+                return fn(*args, **kwargs)  # one sample: the function checks it
+            model = bound.arguments["model"]
+            given = [nm for nm, x in zip(names, xs) if x is not None]
+            xs = [check_batch(model, bound.arguments[nm], nm) for nm in given]
+
+            def one(*sample):
+                arguments = dict(bound.arguments, **dict(zip(given, sample)))
+                return fn(**arguments)
+
+            return over_leading(one, xs, (1,) * len(xs), given)
+
+        return wrapper
+
+    return deco
 
 
 # ------------------------------------------------------------------- pose map
@@ -191,22 +292,25 @@ def _frames(model: Model, q, z=None):
     return theta, P
 
 
+@batched_states("q")
 def pose(model: Model, q, z=None):
     """The pose map g(q, z): centre of mass and angle of every segment.
 
     Args:
       model: the model.
-      q: (dof,) generalized coordinates (m, rad).
+      q: (dof,) or (..., dof) generalized coordinates (m, rad).
       z: optional (segments, 2) open-constraint coordinates, m: a world-frame
         translation of the joint of each segment (and so of its whole subtree);
-        zero in any admissible motion. Only derivatives with respect to z are used.
+        zero in any admissible motion (shared by every sample of a batch). Only
+        derivatives with respect to z are used.
 
     Returns:
-      (segments, 3) array of (x_com, y_com, theta) per segment (m, m, rad), in
+      (..., segments, 3) array of (x_com, y_com, theta) per segment (m, m, rad), in
       the floating dtype of q.
 
     Raises:
-      ValueError: if q is not (dof,) or z not (segments, 2).
+      ValueError: if q is not (..., dof), is not real or not finite, or z is not
+        (segments, 2).
     """
     q = check_vector(model, q, "q")
     model, dtype = prepare(model, q)
@@ -230,18 +334,21 @@ def _check(model, q, name="q"):
     return model, q.astype(dtype)
 
 
+@batched_states("q")
 def segment_angles(model: Model, q):
     """Absolute segment angles theta (segments,), rad, counter-clockwise from +x."""
     model, q = _check(model, q)
     return _angles(model, _split(model, q)[1])
 
 
+@batched_states("q")
 def joint_positions(model: Model, q):
     """Proximal joint points P (segments, 2), m."""
     model, q = _check(model, q)
     return _frames(model, q)[1]
 
 
+@batched_states("q")
 def distal_positions(model: Model, q):
     """Distal end points P + L u(theta) (segments, 2), m."""
     model, q = _check(model, q)
@@ -249,12 +356,14 @@ def distal_positions(model: Model, q):
     return P + model.length[:, None] * jnp.stack([jnp.cos(theta), jnp.sin(theta)], -1)
 
 
+@batched_states("q")
 def com_positions(model: Model, q):
     """Centres of mass (segments, 2), m."""
     model, q = _check(model, q)
     return pose(model, q)[:, :2]
 
 
+@batched_states("q")
 def whole_body_com(model: Model, q):
     """Whole-body centre of mass (2,), m."""
     model, q = _check(model, q)
@@ -275,26 +384,29 @@ def _point_fn(model: Model, segment: Segment, point):
     return f
 
 
+@batched_states("q")
 def point_position(model: Model, q, segment: Segment, point=(0.0, 0.0)):
     """World position (2,) of a point fixed on a segment.
 
     Args:
       model: the model.
-      q: (dof,) generalized coordinates.
+      q: (dof,) or (..., dof) generalized coordinates (a batch gives (..., 2)).
       segment: index or name.
       point: (2,) local coordinates (along the axis, across it) from the proximal
-        joint, m. E.g. ``(L, 0)`` is the distal end.
+        joint, m, shared by every sample. E.g. ``(L, 0)`` is the distal end.
     """
     model, q = _check(model, q)
     return _point_fn(model, segment, point)(q)
 
 
+@batched_states("q")
 def point_jacobian(model: Model, q, segment: Segment, point=(0.0, 0.0)):
     """Jacobian (2, dof) of a point fixed on a segment: v = J qd."""
     model, q = _check(model, q)
     return jax.jacfwd(_point_fn(model, segment, point))(q)
 
 
+@batched_states("q", "qd")
 def point_velocity(model: Model, q, qd, segment: Segment, point=(0.0, 0.0)):
     """World velocity (2,) of a point fixed on a segment, m/s."""
     model, q = _check(model, q)
@@ -302,6 +414,7 @@ def point_velocity(model: Model, q, qd, segment: Segment, point=(0.0, 0.0)):
     return jax.jvp(_point_fn(model, segment, point), (q,), (qd,))[1]
 
 
+@batched_states("q", "qd", "qdd")
 def point_acceleration(model: Model, q, qd, qdd, segment: Segment, point=(0.0, 0.0)):
     """World acceleration (2,) of a point fixed on a segment: J qdd + Jdot qd, m/s^2."""
     model, q = _check(model, q)
@@ -312,12 +425,14 @@ def point_acceleration(model: Model, q, qd, qdd, segment: Segment, point=(0.0, 0
     return jax.jvp(f, (q,), (qdd,))[1] + jax.jvp(vel, (q,), (qd,))[1]
 
 
+@batched_states("q")
 def pose_jacobian(model: Model, q):
     """D = dg/dq (segments, 3, dof): Jacobian of every segment's (x_com, y_com, theta)."""
     model, q = _check(model, q)
     return jax.jacfwd(lambda q_: pose(model, q_))(q)
 
 
+@batched_states("q")
 def constraint_jacobian(model: Model, q):
     """E = dg/dz at z = 0, (segments, 3, segments, 2): the prohibited directions.
 
@@ -331,6 +446,7 @@ def constraint_jacobian(model: Model, q):
     return jax.jacfwd(lambda z: pose(model, q, z))(z0)
 
 
+@batched_states("q", "qd")
 def pose_velocity(model: Model, q, qd):
     """pdot = D qd (segments, 3): centre-of-mass velocities and angular velocities."""
     model, q = _check(model, q)
@@ -345,6 +461,7 @@ def _pose_acc(model: Model, q, qd, qdd):
     return jax.jvp(g, (q,), (qdd,))[1] + jax.jvp(vel, (q,), (qd,))[1]
 
 
+@batched_states("q", "qd", "qdd")
 def pose_acceleration(model: Model, q, qd, qdd):
     """pddot = D qdd + gamma (segments, 3): centre-of-mass and angular accelerations."""
     model, q = _check(model, q)
@@ -365,25 +482,26 @@ def coordinates_to(model: Model, x, kind: str):
 
     Args:
       model: the model whose ``coordinates`` describe ``x``.
-      x: (dof,) coordinates, velocities or accelerations in ``model.coordinates``.
+      x: (dof,) or (..., dof) coordinates, velocities or accelerations in
+        ``model.coordinates``.
       kind: "relative" or "absolute", the kind to convert to.
 
     Returns:
-      (dof,) the same quantity in ``kind`` coordinates (use
+      (..., dof) the same quantity in ``kind`` coordinates (use
       ``model.replace(coordinates=kind)`` for the matching model).
     """
-    x = check_vector(model, x, "x")
+    x = jnp.asarray(check_batch(model, x, "x"))
     if kind not in ("relative", "absolute"):
         raise ValueError(f"kind must be 'relative' or 'absolute', got {kind!r}")
     if kind == model.coordinates:
         return x
     dtype = _float_dtype(x)
     x = x.astype(dtype)
-    A = jnp.asarray(ancestor_matrix(model.parent), dtype)
     nb = model.nbase
-    xa = x[nb:]
-    ya = A @ xa if kind == "absolute" else jnp.linalg.solve(A, xa)
-    return jnp.concatenate([x[:nb], ya])
+    # theta = A q_relative, and q_relative = A^-1 theta (theta_i - theta_parent(i))
+    A = ancestor_matrix(model.parent) if kind == "absolute" else _ancestor_inverse(model.parent)
+    ya = x[..., nb:] @ jnp.asarray(A.T, dtype)
+    return jnp.concatenate([x[..., :nb], ya], axis=-1)
 
 
 def forces_to(model: Model, Q, kind: str):
@@ -396,18 +514,33 @@ def forces_to(model: Model, Q, kind: str):
 
     Args:
       model: the model whose ``coordinates`` describe ``Q``.
-      Q: (dof,) generalized forces (N for base translations, N m for angles).
+      Q: (dof,) or (..., dof) generalized forces (N for base translations, N m for
+        angles).
       kind: "relative" or "absolute", the kind to convert to.
+
+    Returns:
+      (..., dof) the same forces in ``kind`` coordinates.
     """
-    Q = check_vector(model, Q, "Q")
+    Q = jnp.asarray(check_batch(model, Q, "Q"))
     if kind not in ("relative", "absolute"):
         raise ValueError(f"kind must be 'relative' or 'absolute', got {kind!r}")
     if kind == model.coordinates:
         return Q
     dtype = _float_dtype(Q)
     Q = Q.astype(dtype)
-    A = jnp.asarray(ancestor_matrix(model.parent), dtype)
     nb = model.nbase
-    Qa = Q[nb:]
-    Ra = A.T @ Qa if kind == "relative" else jnp.linalg.solve(A.T, Qa)
-    return jnp.concatenate([Q[:nb], Ra])
+    # Q_relative = A^T Q_absolute, Q_absolute = A^-T Q_relative (row vectors: Q A, Q A^-1)
+    A = ancestor_matrix(model.parent) if kind == "relative" else _ancestor_inverse(model.parent)
+    Ra = Q[..., nb:] @ jnp.asarray(A, dtype)
+    return jnp.concatenate([Q[..., :nb], Ra], axis=-1)
+
+
+def _ancestor_inverse(parent) -> np.ndarray:
+    """A^-1 of the ancestor matrix, exactly: the identity minus the parent incidence
+    (q_i = theta_i - theta_parent(i))."""
+    n = len(parent)
+    Ainv = np.eye(n)
+    for i, p in enumerate(parent):
+        if p >= 0:
+            Ainv[i, p] = -1.0
+    return Ainv

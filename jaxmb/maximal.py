@@ -53,8 +53,18 @@ import jax.numpy as jnp
 import numpy as np
 
 from .dynamics import inverse_dynamics, joint_moments
-from .kinematics import coordinates_to, pose, pose_acceleration, pose_velocity
+from .kinematics import (
+    _as_array,
+    check_finite,
+    check_real,
+    check_vector,
+    coordinates_to,
+    pose,
+    pose_acceleration,
+    pose_velocity,
+)
 from .model import Model, Segment
+from .simulate import check_dt, check_steps
 
 __all__ = [
     "from_minimal",
@@ -83,17 +93,19 @@ def _float_dtype(*xs):
 
 
 def _prepare(model: Model, **arrays):
-    """Check the shapes of maximal-coordinate arrays; cast them and the model to one dtype.
-
-    Every array must be (segments, 3); None entries stay None.
+    """Check maximal-coordinate arrays (shape (segments, 3), a real dtype, finite values
+    when concrete); cast them and the model to one dtype. None entries stay None.
     """
     n = model.segments
-    given = {k: jnp.asarray(v) for k, v in arrays.items() if v is not None}
+    given = {k: _as_array(v, k) for k, v in arrays.items() if v is not None}
     for name, x in given.items():
         if x.shape != (n, 3):
             what = ("one world-frame wrench (Fx, Fy, Mz) per segment" if name == "loads"
                     else "(x_com, y_com, theta) of each segment")
-            raise ValueError(f"{name} must have shape ({n}, 3): {what}, got shape {x.shape}")
+            raise ValueError(f"{name} must have shape ({n}, 3): {what}, got shape {tuple(x.shape)}")
+        check_real(x, name)
+        check_finite(x, name)
+    given = {k: jnp.asarray(x) for k, x in given.items()}
     dtype = _float_dtype(*given.values())
     out = [given[k].astype(dtype) if k in given else None for k in arrays]
     return model.astype(dtype), out
@@ -174,8 +186,10 @@ def from_minimal(model: Model, q, qd, qdd=None):
       (p, pd) or (p, pd, pdd), each (segments, 3): (x_com, y_com, theta) per segment
       and its first and second time derivatives (m, m, rad and per s, per s^2).
     """
+    q, qd = check_vector(model, q, "q"), check_vector(model, qd, "qd")  # one sample
     out = (pose(model, q), pose_velocity(model, q, qd))
     if qdd is not None:
+        qdd = check_vector(model, qdd, "qdd")
         out += (pose_acceleration(model, q, qd, qdd),)
     return out
 
@@ -241,9 +255,12 @@ def point_position(model: Model, p, segment: Segment, point=(0.0, 0.0)):
     """
     i = model.index(segment)
     model, (p,) = _prepare(model, p=p)
-    point = jnp.asarray(point, p.dtype)
+    point = _as_array(point, "point")
     if point.shape != (2,):
-        raise ValueError(f"point must have shape (2,), got {point.shape}")
+        raise ValueError(f"point must have shape (2,), got {tuple(point.shape)}")
+    check_real(point, "point")
+    check_finite(point, "point")
+    point = jnp.asarray(point, p.dtype)
     return p[i, :2] + _rot(p[i, 2], point - model.com[i])
 
 
@@ -289,10 +306,13 @@ def joint_moment_loads(model: Model, tau):
     Returns:
       (segments, 3) loads (0, 0, Mz) per segment, to add to other loads.
     """
-    tau = jnp.asarray(tau)
+    tau = _as_array(tau, "tau")
     if tau.shape != (model.segments,):
         raise ValueError(f"tau must have shape ({model.segments},): one joint moment per segment, "
-                         f"got shape {tau.shape}")
+                         f"got shape {tuple(tau.shape)}")
+    check_real(tau, "tau")
+    check_finite(tau, "tau")
+    tau = jnp.asarray(tau)
     tau = tau.astype(_float_dtype(tau))
     parent = np.asarray(model.parent)
     kids = np.nonzero(parent >= 0)[0]
@@ -353,6 +373,7 @@ def reactions(model: Model, q, qd, qdd, loads=None):
       (segments, 2) the force that the parent (or the ground) exerts on each segment
       at its joint, world frame (Fx, Fy), N.
     """
+    q, qd, qdd = (check_vector(model, x, nm) for x, nm in ((q, "q"), (qd, "qd"), (qdd, "qdd")))  # one sample
     p, pd = from_minimal(model, q, qd)
     model = model.astype(p.dtype)
     if loads is None:
@@ -404,8 +425,8 @@ def simulate(model: Model, p0, pd0, dt, steps: int, *, loads=None, has_aux: bool
       model: the model.
       p0, pd0: (segments, 3) initial maximal coordinates and velocities (admissible:
         e.g. from :func:`from_minimal`).
-      dt: time step, s.
-      steps: number of steps.
+      dt: time step, s (a finite scalar).
+      steps: number of steps, an int >= 0.
       loads: None, a constant (segments, 3) array, or a function ``loads(t, p, pd)``
         returning the (segments, 3) wrenches at the centres of mass besides gravity:
         contacts, and joint moments through :func:`joint_moment_loads` (a controller
@@ -419,17 +440,30 @@ def simulate(model: Model, p0, pd0, dt, steps: int, *, loads=None, has_aux: bool
     Returns:
       :class:`Trajectory` with steps + 1 samples; pdd, mu and aux at each sample are
       those of the integrator's first stage there.
+
+    Raises:
+      ValueError: for shapes that do not fit, non-finite p0, pd0, dt or constant
+        loads (when concrete), or steps that is not an int >= 0. What a function
+        ``loads`` returns is checked for its shape only (its values exist only
+        inside the compiled scan).
     """
+    steps = check_steps(steps)
+    dt = check_dt(dt)
     model, (p0, pd0) = _prepare(model, p0=p0, pd0=pd0)
     dtype = p0.dtype
     n = model.segments
     if loads is None or not callable(loads):
         if has_aux:
             raise ValueError("has_aux=True needs loads to be a function loads(t, p, pd) -> (loads, aux)")
-        const = jnp.zeros((n, 3), dtype) if loads is None else jnp.asarray(loads)
-        if const.shape != (n, 3):
-            raise ValueError(f"loads must be a function or have shape ({n}, 3), got shape {const.shape}")
-        const = const.astype(dtype)
+        if loads is None:
+            const = jnp.zeros((n, 3), dtype)
+        else:
+            const = _as_array(loads, "loads")
+            if const.shape != (n, 3):
+                raise ValueError(f"loads must be a function or have shape ({n}, 3), got shape {tuple(const.shape)}")
+            check_real(const, "loads")
+            check_finite(const, "loads")
+            const = jnp.asarray(const).astype(dtype)
         loads_fn = lambda t, p, pd: (const, None)  # noqa: E731
     elif has_aux:
         loads_fn = loads

@@ -108,8 +108,13 @@ class Model:
     def index(self, segment: Segment) -> int:
         """The index of a segment given by index or by name.
 
+        An index is any integer scalar: a Python or NumPy int, or a 0-d integer
+        array (NumPy or JAX, concrete); negative indices count from the end. Floats,
+        bools and traced values are refused.
+
         Raises:
-          ValueError: for an unknown name or an index out of range.
+          ValueError: for an unknown name, an index out of range, a traced index or
+            anything else.
         """
         if isinstance(segment, str):
             if segment not in self.names:
@@ -117,7 +122,15 @@ class Model:
                     f"unknown segment name {segment!r}; the model's segments are {list(self.names)}"
                 )
             return self.names.index(segment)
-        if isinstance(segment, (int, np.integer)) and not isinstance(segment, bool):
+        if isinstance(segment, jax.core.Tracer):
+            raise ValueError(
+                "a segment index must be concrete (it selects the model's structure), got a traced value; "
+                "pass a Python int or a name"
+            )
+        dtype = getattr(segment, "dtype", None)
+        integer_array = (isinstance(segment, (np.ndarray, jax.Array)) and segment.ndim == 0
+                         and jnp.issubdtype(dtype, jnp.integer))  # fmt: skip
+        if (isinstance(segment, (int, np.integer)) and not isinstance(segment, bool)) or integer_array:
             i = int(segment)
             if -self.segments <= i < self.segments:
                 return i % self.segments
@@ -206,8 +219,21 @@ def ancestor_matrix(parent: tuple) -> np.ndarray:
 # --------------------------------------------------------------------- building
 
 
+def _floats(name, value, dtype=float):
+    """``np.asarray(value, dtype)``; a ragged nested list or a non-numeric entry raises
+    ValueError naming the field (NumPy's own message names nothing)."""
+    try:
+        return np.asarray(value, dtype=dtype)
+    except (ValueError, TypeError) as e:
+        got = repr(value) if len(repr(value)) <= 80 else repr(value)[:77] + "..."
+        raise ValueError(
+            f"{name} must be a rectangular array of numbers (rows of equal length), got {got}: "
+            f"{str(e).splitlines()[0]}"
+        ) from None
+
+
 def _vector(name, value, n, names, *, allow_scalar=True):
-    arr = np.asarray(value, dtype=float) if not _is_traced(value) else value
+    arr = _floats(name, value) if not _is_traced(value) else value
     if _is_traced(arr):
         return arr
     if arr.ndim == 0 and allow_scalar:
@@ -232,7 +258,7 @@ def _build(length, com, mass, inertia, attach, origin, gravity, parent, names, b
     if coordinates not in COORDINATES:
         raise ValueError(f"coordinates must be one of {COORDINATES}, got {coordinates!r}")
 
-    parent = tuple(int(p) for p in np.asarray(parent, dtype=int).reshape(-1))
+    parent = tuple(int(p) for p in _floats("parent", parent, int).reshape(-1))
     n = len(parent)
     if n == 0:
         raise ValueError("a model needs at least one segment (parent is empty)")
@@ -279,7 +305,7 @@ def _build(length, com, mass, inertia, attach, origin, gravity, parent, names, b
 
     # centre of mass: scalar (on the axis), (n,) distances along the axis, or (n, 2)
     if not _is_traced(com):
-        c = np.asarray(com, dtype=float)
+        c = _floats("com", com)
         if c.ndim == 0:
             c = np.full(n, float(c))
         if c.shape == (n,):
@@ -308,13 +334,13 @@ def _build(length, com, mass, inertia, attach, origin, gravity, parent, names, b
     attach = _vector("attach", attach, n, names)
 
     if not _is_traced(origin):
-        origin = np.asarray(origin, dtype=float)
+        origin = _floats("origin", origin)
         if origin.shape != (2,):
             raise ValueError(f"origin must have shape (2,) (x, y of the fixed base), got {origin.shape}")
         if not np.isfinite(origin).all():
             raise ValueError(f"origin is not finite: {origin}")
     if not _is_traced(gravity):
-        gravity = np.asarray(gravity, dtype=float)
+        gravity = _floats("gravity", gravity)
         if gravity.shape != ():
             raise ValueError(f"gravity must be a scalar (m/s^2, acting along -y), got shape {gravity.shape}")
         if not np.isfinite(gravity):
@@ -396,7 +422,11 @@ def chain(
 
     Arguments as for :func:`tree`; the number of segments is ``len(length)``.
     """
-    n = np.asarray(length).reshape(-1).shape[0] if np.ndim(length) else 1
+    if _is_traced(length):
+        n = int(np.prod(np.shape(length))) if np.ndim(length) else 1
+    else:
+        length = _floats("length", length)
+        n = length.reshape(-1).shape[0] if length.ndim else 1
     parent = tuple(range(-1, n - 1))
     return tree(
         parent, length, com, mass, inertia,

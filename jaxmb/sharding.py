@@ -30,6 +30,7 @@ On one CPU, several host devices can be simulated for testing with
 from __future__ import annotations
 
 import functools
+import inspect
 from typing import Callable
 
 import jax
@@ -38,6 +39,7 @@ import numpy as np
 from jax.sharding import Mesh, NamedSharding
 from jax.sharding import PartitionSpec as P
 
+from .kinematics import check_finite
 from .model import Model
 
 try:  # jax >= 0.7
@@ -74,33 +76,83 @@ def _spec(ndim: int, batch_axis: int, name):
     return P(*([None] * axis + [name] + [None] * (ndim - axis - 1)))
 
 
-def sharded(fn: Callable, mesh: Mesh | None = None, *, batch_axis: int = 0) -> Callable:
+def _is_batch_option(value) -> bool:
+    """A keyword argument that carries the batch: an array (JAX or NumPy, at least one
+    dimension), or a pytree holding one, that is not a model."""
+    if _is_replicated(value):
+        return False
+    return any(isinstance(x, (jax.Array, np.ndarray)) and np.ndim(x) > 0 for x in jax.tree_util.tree_leaves(value))
+
+
+def _labels(fn, nargs: int) -> list:
+    """Names of the first ``nargs`` positional parameters of ``fn`` (for messages)."""
+    try:
+        params = list(inspect.signature(fn).parameters.values())
+    except (TypeError, ValueError):
+        params = []
+    positional = (inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD)
+    names = []
+    for p in params:
+        if p.kind not in positional:
+            break
+        names.append(p.name)
+    return [names[i] if i < len(names) else f"argument {i}" for i in range(nargs)]
+
+
+@jax.jit
+def _all_finite(x):
+    return jnp.all(jnp.isfinite(x))
+
+
+def _check_values(x, label: str):
+    """NaN and inf in a concrete batched input raise ValueError naming it, as in the
+    core functions (a global array spread over processes is checked on its devices)."""
+    if isinstance(x, jax.Array) and not isinstance(x, jax.core.Tracer) and not x.is_fully_addressable:
+        if jnp.issubdtype(x.dtype, jnp.inexact) and not bool(_all_finite(x)):
+            raise ValueError(f"{label} is not finite (a NaN or inf in the global batch)")
+        return
+    check_finite(x, label)
+
+
+def sharded(fn: Callable, mesh: Mesh | None = None, *, batch_axis: int = 0, validate: bool = True) -> Callable:
     """Wrap a batched function so that its batch is split across the devices of a mesh.
 
-    The wrapped function takes the same arguments as ``fn``. Positional arguments
-    that are a :class:`jaxmb.Model` (or None) are replicated on every device; every
-    array leaf of the other positional arguments is a batch, split along
-    ``batch_axis`` into one contiguous block per device. Keyword arguments are passed
-    to ``fn`` unchanged, as static options (e.g. ``frame="segment"``); arrays shared
-    by all samples (a constant load, say) belong in a closure or
-    :func:`functools.partial`. ``fn`` must treat samples independently (inverse
-    dynamics, reactions, forward dynamics, a per-sample pipeline): each device runs it
-    on its own block; reduce over the batch afterwards (``jnp.mean`` of the sharded
-    result runs where the data lie). Every output leaf must carry the batch on
-    ``batch_axis`` too.
+    The wrapped function takes the same arguments as ``fn``. Arguments that are a
+    :class:`jaxmb.Model` (or None) are replicated on every device. Every other
+    positional argument, and every keyword argument that is an array (JAX or NumPy,
+    at least one dimension; or a pytree holding one), is a batch: each of its array
+    leaves is split along ``batch_axis`` into one contiguous block per device, so
+    ``loads=L`` with ``L`` of shape (B, segments, 3) pairs each sample with its own
+    loads, as in the unsharded call. All batches must have the same batch size.
+    Other keyword arguments (strings, numbers, lists, None, ...) are passed to ``fn``
+    unchanged, as static options (e.g. ``frame="segment"``, ``joints=[0, 2]``).
+    Arrays shared by all samples (one constant load, say) are not batches: put them
+    in a closure or :func:`functools.partial`. ``fn`` must treat samples
+    independently (inverse dynamics, reactions, forward dynamics, a per-sample
+    pipeline): each device runs it on its own block; reduce over the batch
+    afterwards (``jnp.mean`` of the sharded result runs where the data lie). Every
+    output leaf must carry the batch on ``batch_axis`` too.
+
+    Inputs are checked before anything is dispatched, so that errors are those of
+    the unsharded call: ``fn`` is traced once (per set of shapes) on the whole
+    batch's shapes, so a shape error quotes the shapes given, not a device's block;
+    and with ``validate`` every floating array of the batch is checked for NaN and
+    inf (a ``ValueError`` naming the argument, as jaxmb's core functions raise).
 
     Example::
 
         ids = jaxmb.sharded(jaxmb.inverse_dynamics)
         tau = ids(model, q, qd, qdd)          # q: (B, dof), split over jax.devices()
+        tau = ids(model, q, qd, qdd, loads=L)  # L: (B, segments, 3), split too
         lam = jaxmb.sharded(jaxmb.joint_reactions)(model, q, qd, qdd, frame="segment")
 
     A batch that the number of devices does not divide is padded with copies of its
     last sample and split; the padding is cut from the result, which is then
     gathered on every device (JAX arrays split only into equal blocks): choose a
     batch size that the device count divides to keep the result split. The wrapped
-    function is jitted, with one compilation per set of argument shapes and options. Multi-host use through ``jax.distributed`` is
-    described in the docstring of :mod:`jaxmb.sharding`.
+    function is jitted, with one compilation per set of argument shapes and options.
+    Multi-host use through ``jax.distributed`` is described in the docstring of
+    :mod:`jaxmb.sharding`.
 
     Args:
       fn: ``fn(*args, **options)`` mapping batched arrays (and models) to a pytree of
@@ -109,9 +161,16 @@ def sharded(fn: Callable, mesh: Mesh | None = None, *, batch_axis: int = 0) -> C
         :func:`batch_mesh` over all devices.
       batch_axis: the batch axis of the batched arrays and of the outputs: 0 (batch
         first, as the batched arrays of ``jaxmb.inverse_dynamics``) or -1 (batch last).
+      validate: check the batched arrays for NaN and inf before dispatch (default);
+        False for a function that handles non-finite samples itself.
 
     Returns:
       The wrapped function, returning global arrays partitioned along the batch axis.
+
+    Raises:
+      ValueError: (from the wrapped function) for batches of different sizes, a
+        batch with a 0-d array, no batch at all, non-finite input (with
+        ``validate``), and whatever ``fn`` raises for the whole batch's shapes.
     """
     if mesh is not None and len(mesh.axis_names) != 1:
         raise ValueError(f"mesh must be one-dimensional (one axis for the batch), got axes {mesh.axis_names}")
@@ -120,25 +179,36 @@ def sharded(fn: Callable, mesh: Mesh | None = None, *, batch_axis: int = 0) -> C
     cache = {}
 
     @functools.wraps(fn)
-    def wrapped(*args, **options):
+    def wrapped(*args, **kwargs):
         m = batch_mesh() if mesh is None else mesh
         name = m.axis_names[0]
         ndev = m.devices.size
-        batched = tuple(not _is_replicated(a) for a in args)
-        leaves = [x for a, b in zip(args, batched) if b for x in jax.tree_util.tree_leaves(a)]
+        # array-valued keyword arguments join the positional ones (after them)
+        kw_names = tuple(k for k, v in kwargs.items() if _is_batch_option(v))
+        options = {k: v for k, v in kwargs.items() if k not in kw_names}
+        xs = args + tuple(kwargs[k] for k in kw_names)
+        labels = _labels(fn, len(args)) + list(kw_names)
+        batched = tuple(not _is_replicated(a) for a in xs)
+        leaves = [(lab, x) for a, b, lab in zip(xs, batched, labels) if b for x in jax.tree_util.tree_leaves(a)]
         if not leaves:
-            raise ValueError("sharded: no batched argument (every positional argument is a model or None)")
-        sizes = {np.shape(x)[batch_axis] if np.ndim(x) else None for x in leaves}
+            raise ValueError("sharded: no batched argument (every argument is a model, None or a static option)")
+        sizes = {np.shape(x)[batch_axis] if np.ndim(x) else None for _, x in leaves}
         if len(sizes) != 1 or None in sizes:
+            got = ", ".join(f"{lab} {tuple(np.shape(x))}" for lab, x in leaves)
             raise ValueError(
-                f"sharded: every batched array needs the same batch size on axis {batch_axis}, got {sorted(map(str, sizes))}"
+                f"sharded: every batched array needs the same batch size on axis {batch_axis}, got {got} "
+                "(arrays shared by all samples belong in a closure or functools.partial)"
             )
         (B,) = sizes
+        if validate:
+            for lab, x in leaves:
+                _check_values(x, lab)
         key = (
             m,
             batched,
-            jax.tree_util.tree_structure(args),
-            tuple(jnp.shape(x) + (jnp.result_type(x),) for x in jax.tree_util.tree_leaves(args)),
+            kw_names,
+            jax.tree_util.tree_structure(xs),
+            tuple(jnp.shape(x) + (jnp.result_type(x),) for x in jax.tree_util.tree_leaves(xs)),
             tuple(sorted(options.items(), key=lambda kv: kv[0])),
         )
         try:
@@ -146,17 +216,21 @@ def sharded(fn: Callable, mesh: Mesh | None = None, *, batch_axis: int = 0) -> C
         except TypeError:  # unhashable option: no caching
             key, run = None, None
         if run is None:
-            run = _build(fn, m, name, ndev, batched, B, batch_axis, options, args)
+            nargs = len(args)
+
+            def call(*ys):
+                return fn(*ys[:nargs], **dict(zip(kw_names, ys[nargs:])), **options)
+
+            run = _build(call, m, name, ndev, batched, B, batch_axis, xs)
             if key is not None:
                 cache[key] = run
-        return run(*args)
+        return run(*xs)
 
     return wrapped
 
 
-def _build(fn, mesh, name, ndev, batched, B, batch_axis, options, args):
+def _build(call, mesh, name, ndev, batched, B, batch_axis, args):
     pad = (-B) % ndev
-    local = (B + pad) // ndev
 
     def spec_tree(a, is_batched):
         if not is_batched:
@@ -165,17 +239,9 @@ def _build(fn, mesh, name, ndev, batched, B, batch_axis, options, args):
 
     in_specs = tuple(spec_tree(a, b) for a, b in zip(args, batched))
 
-    def local_shape(x, is_batched):
-        shape = list(np.shape(x))
-        if is_batched and shape:
-            shape[batch_axis] = local
-        return jax.ShapeDtypeStruct(tuple(shape), jnp.result_type(x))
-
-    local_args = tuple(
-        jax.tree_util.tree_map(lambda x, b=b: local_shape(x, b), a) for a, b in zip(args, batched)
-    )
-    call = functools.partial(fn, **options)
-    out_shapes = jax.eval_shape(call, *local_args)
+    # traced on the whole batch first: the function's own shape checks then quote the
+    # shapes the caller gave (a device's block has the same number of dimensions)
+    out_shapes = jax.eval_shape(call, *args)
     out_specs = jax.tree_util.tree_map(lambda o: _spec(o.ndim, batch_axis, name), out_shapes)
     mapped = _shard_map(call, mesh=mesh, in_specs=in_specs, out_specs=out_specs, **_NO_CHECK)
 

@@ -10,10 +10,32 @@ import jax.numpy as jnp
 import numpy as np
 
 from . import batch as _batch
-from .kinematics import _float_dtype, check_batch
+from .kinematics import _as_array, _float_dtype, check_batch, check_finite, check_real
 from .model import Model
 
 __all__ = ["simulate", "Trajectory"]
+
+
+def check_steps(steps) -> int:
+    """A number of steps as an int >= 0: a Python or NumPy int or a concrete 0-d
+    integer array; ValueError for anything else (a float such as 2.7 is not rounded)."""
+    integer_array = (isinstance(steps, (np.ndarray, jax.Array)) and not isinstance(steps, jax.core.Tracer)
+                     and steps.ndim == 0 and jnp.issubdtype(steps.dtype, jnp.integer))  # fmt: skip
+    if not ((isinstance(steps, (int, np.integer)) and not isinstance(steps, bool)) or integer_array):
+        raise ValueError(f"steps must be an int >= 0 (the number of time steps), got {steps!r}")
+    if int(steps) < 0:
+        raise ValueError(f"steps must be an int >= 0 (the number of time steps), got {int(steps)}")
+    return int(steps)
+
+
+def check_dt(dt):
+    """The time step as a real scalar, finite when concrete (ValueError otherwise)."""
+    dt = _as_array(dt, "dt")
+    if np.ndim(dt) != 0:
+        raise ValueError(f"dt must be a scalar time step (s), got shape {tuple(np.shape(dt))}")
+    check_real(dt, "dt")
+    check_finite(dt, "dt")
+    return dt
 
 # classical Runge-Kutta: stage offsets a_s (of dt) and weights w_s (of dt / 6)
 RK4_STAGES = np.array([[0.0, 1.0], [0.5, 2.0], [0.5, 2.0], [1.0, 1.0]])
@@ -61,15 +83,16 @@ def simulate(
         with any leading shape; the two broadcast).
       tau: generalized forces: a function ``tau(t, q, qd)`` returning an array that
         broadcasts to ``q`` (a controller, evaluated at every stage of the
-        integrator; needs ``steps``), a constant that broadcasts to (..., dof), or an
-        array over steps, (steps, ..., dof) (held constant over each step; one more
-        dimension than a constant: for a batch, (steps, 1, dof) shares one profile).
-      dt: time step, s.
+        integrator; needs ``steps``), a constant that broadcasts to (..., dof) (a
+        scalar such as 0.0 included), or an array over steps, (steps, ..., dof) (held
+        constant over each step; one more dimension than a constant: for a batch,
+        (steps, 1, dof) shares one profile).
+      dt: time step, s: a finite scalar (a negative one integrates backwards).
       loads: optional external loads: None, a constant (segments, 3) or
         (..., segments, 3), an array over steps (steps, ..., segments, 3), or a
         function ``loads(t, q, qd)`` (e.g. a contact model).
-      steps: number of steps; taken from ``tau`` or ``loads`` when they are arrays
-        over steps.
+      steps: number of steps, an int >= 0; taken from ``tau`` or ``loads`` when they
+        are arrays over steps.
       method: "rk4" (classical Runge-Kutta, 4th order) or "euler" (semi-implicit
         Euler: qd += dt qdd(q, qd); q += dt qd; first order. It is symplectic only
         when M is constant and qdd does not depend on qd, e.g. a single pendulum; for
@@ -82,11 +105,23 @@ def simulate(
     Returns:
       :class:`Trajectory` with steps + 1 samples: ``t`` (steps + 1,), ``q`` and
       ``qd`` (steps + 1, ..., dof).
+
+    Raises:
+      ValueError: before anything is traced, for shapes that do not fit, and for
+        non-real or non-finite ``q0``, ``qd0``, ``dt`` and array ``tau`` and
+        ``loads`` (values are checked when concrete, i.e. not under the caller's
+        ``jit`` or ``vmap``), or ``steps`` that is not an int >= 0. The output of a
+        function ``tau`` or ``loads`` exists only inside the compiled scan, so only
+        its shape is checked (at trace time): a NaN it returns propagates into the
+        trajectory.
     """
     if method not in ("rk4", "euler"):
         raise ValueError(f"method must be 'rk4' or 'euler', got {method!r}")
     if gradient not in _batch.GRADIENTS:
         raise ValueError(f"gradient must be one of {_batch.GRADIENTS}, got {gradient!r}")
+    if steps is not None:
+        steps = check_steps(steps)
+    dt = check_dt(dt)
     q0 = check_batch(model, q0, "q0")
     qd0 = check_batch(model, qd0, "qd0")
     try:
@@ -100,36 +135,39 @@ def simulate(
     qd0 = jnp.broadcast_to(jnp.asarray(qd0, dtype), lead + (dof,))
     state_ndim = len(lead) + 1
 
-    def over_steps(x, core, name):
-        """Classify an input: (kind, array) with kind 'fn', 'const' or 'steps'."""
+    def fits(x_shape, shape):
+        try:
+            return tuple(np.broadcast_shapes(x_shape, shape)) == shape
+        except ValueError:
+            return False
+
+    def over_steps(x, core, name, any_constant):
+        """Classify an input: (kind, array) with kind 'fn', 'const' or 'steps'. With
+        ``any_constant``, a constant need only broadcast (a scalar tau); otherwise it
+        must end in the ``core`` shape."""
         if callable(x):
             return "fn", x
+        x = _as_array(x, name)
+        check_real(x, name)
+        check_finite(x, name)
         x = jnp.asarray(x, dtype)
         shape = lead + core
-        if x.ndim >= len(core) and x.shape[x.ndim - len(core):] == core:
-            if x.ndim <= len(shape):
-                try:
-                    np.broadcast_shapes(x.shape, shape)
-                    return "const", x
-                except ValueError:
-                    pass
-            elif x.ndim == len(shape) + 1:
-                try:
-                    np.broadcast_shapes(x.shape[1:], shape)
-                    return "steps", x
-                except ValueError:
-                    pass
+        if x.ndim <= len(shape) and (any_constant or x.shape[x.ndim - len(core):] == core) and fits(x.shape, shape):
+            return "const", x
+        if x.ndim == len(shape) + 1 and x.shape[x.ndim - len(core):] == core and fits(x.shape[1:], shape):
+            return "steps", x
         core_s = ", ".join(map(str, core))
+        const = "a constant" if any_constant else f"a constant (..., {core_s})"
         raise ValueError(
-            f"{name} must be a function, a constant broadcasting to {shape} or an array over "
+            f"{name} must be a function, {const} broadcasting to {shape} or an array over "
             f"steps (steps, ..., {core_s}) broadcasting to (steps,) + {shape}, got shape {x.shape}"
         )
 
-    tk, tv = over_steps(tau, (dof,), "tau")
+    tk, tv = over_steps(tau, (dof,), "tau", True)
     if loads is None:
         lk, lv = "none", None
     else:
-        lk, lv = over_steps(loads, (n, 3), "loads")
+        lk, lv = over_steps(loads, (n, 3), "loads", False)
     lengths = {x.shape[0] for k, x in ((tk, tv), (lk, lv)) if k == "steps"}
     if len(lengths) > 1:
         raise ValueError(f"tau and loads have different numbers of steps: {sorted(lengths)}")
@@ -139,7 +177,6 @@ def simulate(
         steps = lengths.pop()
     elif lengths and steps != next(iter(lengths)):
         raise ValueError(f"steps={steps} but the arrays over steps have {next(iter(lengths))}")
-    steps = int(steps)
     dt = jnp.asarray(dt, dtype)
     del state_ndim
     # one compiled integration per model topology, shapes and options: a direct call

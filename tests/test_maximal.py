@@ -221,3 +221,33 @@ def test_bad_shapes_name_the_argument():
         maximal.simulate(model, p, pd, 1e-3, 2, has_aux=True)
     with pytest.raises(ValueError, match="loads must have shape"):
         maximal.reactions(model, q, qd, qd, np.zeros((3, 2)))
+
+
+def test_non_finite_inputs_bad_steps_and_ragged_lists_raise():
+    # NaN positions gave NaN multipliers, steps=-3 an empty trajectory, and a ragged
+    # list NumPy's bare "setting an array element with a sequence"
+    model, q, qd, _, _ = random_case(13, False, "fixed", "relative", n=3)
+    p, pd = maximal.from_minimal(model, q, qd)
+    nan_p = p.at[0, 0].set(jnp.nan)
+    inf_w = jnp.zeros((3, 3)).at[2, 1].set(jnp.inf)
+    cases = [
+        (lambda: maximal.accelerations(model, nan_p, pd), r"p is not finite at index \(0, 0\): nan"),
+        (lambda: maximal.accelerations(model, p, pd, inf_w), r"loads is not finite at index \(2, 1\): inf"),
+        (lambda: maximal.constraints(model, nan_p), r"p is not finite"),
+        (lambda: maximal.reactions(model, q, qd, qd, inf_w), r"loads is not finite"),
+        (lambda: maximal.joint_moment_loads(model, jnp.array([0.0, jnp.nan, 0.0])), r"tau is not finite at index 1"),
+        (lambda: maximal.point_position(model, p, 1, (jnp.nan, 0.0)), r"point is not finite"),
+        (lambda: maximal.simulate(model, p, pd, 1e-3, -3), r"steps must be an int >= 0 .* got -3"),
+        (lambda: maximal.simulate(model, p, pd, 1e-3, 2.5), r"steps must be an int >= 0 .* got 2.5"),
+        (lambda: maximal.simulate(model, p, pd, np.nan, 2), r"dt is not finite: nan"),
+        (lambda: maximal.simulate(model, nan_p, pd, 1e-3, 2), r"p0 is not finite"),
+        (lambda: maximal.simulate(model, p, pd, 1e-3, 2, loads=inf_w), r"loads is not finite"),
+        (lambda: maximal.accelerations(model, [[0.0, 0.0, 0.0], [0.0, 0.0], [0.0, 0.0, 0.0]], pd),
+         r"^p must be a rectangular array of real numbers"),
+        (lambda: maximal.from_minimal(model, [[0.0, 0.0, 0.0], [0.0]], qd), r"^q must be a rectangular array"),
+        (lambda: maximal.reactions(model, np.zeros((2, 3)), qd, qd), r"q must have shape \(3,\)"),
+    ]
+    for call, message in cases:
+        with pytest.raises(ValueError, match=message):
+            call()
+    assert maximal.simulate(model, p, pd, 1e-3, 0).p.shape == (1, 3, 3)

@@ -1,8 +1,10 @@
-"""Joints at a parent's distal end follow its length (replace, grad), explicit ones stay."""
+"""Joints at a parent's distal end follow its length (replace, grad), explicit ones stay;
+segment indices and the checks of ragged fields."""
 
 import jax
 import jax.numpy as jnp
 import numpy as np
+import pytest
 
 import jaxmb
 
@@ -47,3 +49,32 @@ def test_gradient_with_respect_to_length_moves_the_joints():
         e[i] = h
         fd = (f(m.replace(length=m.length + e)) - f(m.replace(length=m.length - e))) / (2 * h)
         np.testing.assert_allclose(g.length[i], fd, rtol=1e-6)
+
+
+def test_index_accepts_any_integer_scalar():
+    # NumPy ints worked but JAX integer scalars (e.g. the elements of jnp.array([0, 2]))
+    # did not; floats, bools, arrays of several values and traced values still fail
+    m = _chain()
+    for i in (2, -1, np.int64(2), np.array(2), jnp.asarray(2), jnp.int32(-1), jnp.asarray([2])[0]):
+        assert m.index(i) == 2
+    for bad in (2.0, jnp.asarray(2.0), True, np.bool_(True), jnp.asarray(True), np.array([2]), None):
+        with pytest.raises(ValueError, match="a segment is given by an int index or a str name"):
+            m.index(bad)
+    with pytest.raises(ValueError, match="segment index 3 out of range"):
+        m.index(jnp.asarray(3))
+    with pytest.raises(ValueError, match="must be concrete"):
+        jax.jit(m.index)(2)
+    q = jnp.array([0.3, 0.5, 0.2])
+    lam = jaxmb.joint_reactions(m, q, q, q)
+    np.testing.assert_array_equal(jaxmb.joint_reactions(m, q, q, q, joints=jnp.array([0, 2])), np.asarray(lam)[[0, 2]])
+
+
+def test_ragged_or_non_numeric_fields_name_the_field():
+    # NumPy's own message ("setting an array element with a sequence") named nothing
+    args = dict(length=[0.3, 0.25], com=[0.13, 0.10], mass=[2.0, 1.5], inertia=[0.02, 0.01])
+    for field, value in (("com", [(0.13, 0.01), (0.10,)]), ("length", [[0.3, 0.2], [0.25]]),
+                         ("mass", ["two", 1.5]), ("origin", [0.0, [1.0]])):  # fmt: skip
+        with pytest.raises(ValueError, match=rf"^{field} must be a rectangular array of numbers"):
+            jaxmb.chain(**{**args, field: value})
+    with pytest.raises(ValueError, match=r"^parent must be a rectangular array"):
+        jaxmb.tree([-1, [0]], [0.3, 0.25], 0.1, [2.0, 1.5], [0.02, 0.01])

@@ -60,6 +60,65 @@ def test_leading_shape_equals_a_loop_of_single_samples(tree, base, coordinates):
                 np.testing.assert_allclose(got[i], one, **TOL, err_msg=f"{name} {i} shared={shared}")
 
 
+def test_pose_map_functions_energies_and_point_load_over_leading_shapes():
+    # the pose-map (kinematics) functions, the energies, coriolis_matrix, point_load and
+    # the coordinate conversions take any leading shape too, broadcasting NumPy-style:
+    # a (2, 3, dof) q against a (3, dof) qd and a (2, 1, dof) qdd is a (2, 3) batch that
+    # equals a loop of single samples (they once refused any batch)
+    model = random_model(np.random.default_rng(30), 3, tree=True, base="floating")
+    rng = np.random.default_rng(31)
+    dof = model.dof
+    q, qd, qdd = rng.normal(size=(2, 3, dof)), rng.normal(size=(3, dof)), rng.normal(size=(2, 1, dof))
+    point, force, moment = rng.normal(size=(3, 2)), rng.normal(size=(2, 1, 2)), rng.normal(size=(2, 3))
+    absolute = model.replace(coordinates="absolute")
+    pt = (0.1, 0.02)
+    fns = {
+        "pose": lambda a, b, c, p, f, mz: jaxmb.pose(model, a),
+        "segment_angles": lambda a, b, c, p, f, mz: jaxmb.segment_angles(model, a),
+        "joint_positions": lambda a, b, c, p, f, mz: jaxmb.joint_positions(model, a),
+        "distal_positions": lambda a, b, c, p, f, mz: jaxmb.distal_positions(model, a),
+        "com_positions": lambda a, b, c, p, f, mz: jaxmb.com_positions(model, a),
+        "whole_body_com": lambda a, b, c, p, f, mz: jaxmb.whole_body_com(model, a),
+        "point_position": lambda a, b, c, p, f, mz: jaxmb.point_position(model, a, 2, pt),
+        "point_jacobian": lambda a, b, c, p, f, mz: jaxmb.point_jacobian(model, a, 2, pt),
+        "point_velocity": lambda a, b, c, p, f, mz: jaxmb.point_velocity(model, a, b, 2, pt),
+        "point_acceleration": lambda a, b, c, p, f, mz: jaxmb.point_acceleration(model, a, b, c, 2, pt),
+        "pose_jacobian": lambda a, b, c, p, f, mz: jaxmb.pose_jacobian(model, a),
+        "constraint_jacobian": lambda a, b, c, p, f, mz: jaxmb.constraint_jacobian(model, a),
+        "pose_velocity": lambda a, b, c, p, f, mz: jaxmb.pose_velocity(model, a, b),
+        "pose_acceleration": lambda a, b, c, p, f, mz: jaxmb.pose_acceleration(model, a, b, c),
+        "coordinates_to": lambda a, b, c, p, f, mz: jaxmb.coordinates_to(model, a, "absolute"),
+        "coordinates_to relative": lambda a, b, c, p, f, mz: jaxmb.coordinates_to(absolute, a, "relative"),
+        "forces_to": lambda a, b, c, p, f, mz: jaxmb.forces_to(model, a, "absolute"),
+        "forces_to relative": lambda a, b, c, p, f, mz: jaxmb.forces_to(absolute, a, "relative"),
+        "coriolis_matrix": lambda a, b, c, p, f, mz: jaxmb.coriolis_matrix(model, a, b),
+        "kinetic_energy": lambda a, b, c, p, f, mz: jaxmb.kinetic_energy(model, a, b),
+        "potential_energy": lambda a, b, c, p, f, mz: jaxmb.potential_energy(model, a),
+        "total_energy": lambda a, b, c, p, f, mz: jaxmb.total_energy(model, a, b),
+        "point_load": lambda a, b, c, p, f, mz: jaxmb.point_load(model, a, 1, p, f, mz),
+        "point_load segment": lambda a, b, c, p, f, mz: jaxmb.point_load(model, a, 2, p, f, mz, frame="segment"),
+    }
+    # all of them in one jitted call (op-by-op, the first eager calls of the
+    # Jacobians compile for seconds); the eager path is the same code plus the value checks
+    every = jax.jit(lambda *xs: {name: f(*xs) for name, f in fns.items()})
+    got = every(q, qd, qdd, point, force, moment)
+    for i, j in np.ndindex(2, 3):
+        one = every(q[i, j], qd[j], qdd[i, 0], point[j], force[i, 0], moment[i, j])
+        for name in fns:
+            assert got[name].shape == (2, 3) + one[name].shape, name
+            np.testing.assert_allclose(got[name][i, j], one[name], **TOL, err_msg=f"{name} {(i, j)}")
+    for name in ("point_load", "coordinates_to", "forces_to relative"):  # eager too
+        np.testing.assert_allclose(fns[name](q, qd, qdd, point, force, moment), got[name], **TOL)
+    # the conversions are each other's inverse over a batch, and jit of a batch works
+    np.testing.assert_allclose(jaxmb.coordinates_to(absolute, jaxmb.coordinates_to(model, q, "absolute"),
+                                                    "relative"), q, **TOL)  # fmt: skip
+    np.testing.assert_allclose(jax.jit(lambda a: jaxmb.pose(model, a))(qdd), jaxmb.pose(model, qdd), **TOL)
+    with pytest.raises(ValueError, match=r"do not broadcast: q \(2, 3\), qd \(4,\)"):
+        jaxmb.pose_velocity(model, q, qd[[0, 1, 2, 0]])
+    with pytest.raises(ValueError, match=r"q must have shape \(5,\) for one sample or \(\.\.\., 5\)"):
+        jaxmb.kinetic_energy(model, q[..., :4], qd)
+
+
 def test_broadcasting_and_errors():
     model = jaxmb.seven_segment_human()
     q, qd, qdd, loads = _states(22, model, (4,))

@@ -2,9 +2,12 @@
 
 Four CPU devices are simulated in a subprocess (``XLA_FLAGS`` must be set before JAX
 starts): the sharded inverse dynamics, reactions and a two-output pipeline must put
-one block of the batch on each device and return what one device computes.
+one block of the batch on each device and return what one device computes; array
+keyword arguments (per-sample loads) are split like positional ones, and bad input
+raises the unsharded call's error before dispatch.
 """
 
+import functools
 import json
 import os
 import subprocess
@@ -78,6 +81,32 @@ SCRIPT = textwrap.dedent(
     got = sharded(inverse)(model, q[:30], qd[:30], qdd[:30])
     out["uneven_max_diff"] = float(np.abs(np.asarray(got) - np.asarray(inverse(model, q[:30], qd[:30], qdd[:30]))).max())
     out["uneven_shape"] = got.shape
+    # per-sample loads given by keyword are split with the batch, padded like it (each
+    # device once paired its block of q with the whole loads: silently wrong)
+    L = rng.standard_normal((B, model.segments, 3))
+    got = sharded(inverse)(model, q[:30], qd[:30], qdd[:30], loads=L[:30])
+    ref = inverse(model, q[:30], qd[:30], qdd[:30], loads=L[:30])
+    out["kw_loads_max_diff"] = float(np.abs(np.asarray(got) - np.asarray(ref)).max())
+    # errors are those of the unsharded call: checked on the whole batch before dispatch
+    bad_q = q.copy()
+    bad_q[37, 1] = np.nan
+    bad_L = L.copy()
+    bad_L[50, 2, 0] = np.inf
+    calls = {
+        "nan": lambda f: f(model, bad_q, qd, qdd),
+        "inf_loads": lambda f: f(model, q, qd, qdd, loads=bad_L),
+        "dof": lambda f: f(model, q[:, 1:], qd[:, 1:], qdd[:, 1:]),
+    }
+    out["errors"] = {}
+    for key, call in calls.items():
+        msgs = []
+        for f in (sharded(inverse), inverse):
+            try:
+                call(f)
+                msgs.append(None)
+            except ValueError as e:
+                msgs.append(str(e))
+        out["errors"][key] = msgs
     # the gradient of a loss over the sharded batch: each device sums its block
     # (the hand-derived adjoint, and JAX's reverse mode), the blocks are summed
     import jax.numpy as jnp
@@ -141,6 +170,35 @@ def test_single_device_and_validation():
         sharded(jaxmb.inverse_dynamics)(model, q, qd, qdd[:4])
     with pytest.raises(ValueError, match="batch_axis"):
         sharded(jaxmb.inverse_dynamics, batch_axis=1)
+    # a keyword array is a batch: one shared by every sample belongs in a partial
+    shared = np.ones((model.segments, 3))
+    with pytest.raises(ValueError, match=r"same batch size on axis 0, got q \(8, 2\), .*loads \(2, 3\).*partial"):
+        sharded(jaxmb.inverse_dynamics, mesh)(model, q, qd, qdd, loads=shared)
+    got = sharded(functools.partial(jaxmb.inverse_dynamics, loads=shared), mesh)(model, q, qd, qdd)
+    np.testing.assert_allclose(got, jaxmb.inverse_dynamics(model, q, qd, qdd, loads=shared), rtol=0, atol=WHOLE_ATOL)
+    # non-array keywords stay static options; validate=False lets NaN through
+    lam = sharded(jaxmb.joint_reactions, mesh)(model, q, qd, qdd, joints=[1], frame="segment")
+    np.testing.assert_allclose(lam, jaxmb.joint_reactions(model, q, qd, qdd, joints=[1], frame="segment"),
+                               rtol=0, atol=WHOLE_ATOL)  # fmt: skip
+    nan_q = q.copy()
+    nan_q[3, 0] = np.nan
+    with pytest.raises(ValueError, match=r"q is not finite at index \(3, 0\)"):
+        sharded(jaxmb.inverse_dynamics, mesh)(model, nan_q, qd, qdd)
+    out = sharded(jaxmb.inverse_dynamics, mesh, validate=False)(model, nan_q, qd, qdd)
+    assert np.isnan(np.asarray(out)[3]).all() and np.isfinite(np.asarray(out)[:3]).all()
+
+
+def test_keyword_batches_are_split_and_errors_are_the_unsharded_ones(four_devices):
+    # loads=L (B, segments, 3) is a batch like the positional arrays (30 samples:
+    # padded to 32 and split over the 4 devices)
+    assert four_devices["kw_loads_max_diff"] <= WHOLE_ATOL
+    # a NaN (in q or in keyword loads) and a wrong dof raise what the unsharded call
+    # raises, quoting the whole batch (not a device's block of 16 samples)
+    errors = four_devices["errors"]
+    dof = four_devices["dof"]
+    assert errors["nan"][0] == errors["nan"][1] == "q is not finite at index (37, 1): nan"
+    assert errors["inf_loads"][0] == errors["inf_loads"][1] == "loads is not finite at index (50, 2, 0): inf"
+    assert errors["dof"][0] == errors["dof"][1] and f"got shape (64, {dof - 1})" in errors["dof"][0]
 
 
 def test_gradient_through_sharded_batch(four_devices):

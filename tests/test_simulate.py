@@ -224,6 +224,47 @@ def test_bad_inputs_raise():
             jaxmb.simulate(model, q0_, qd0_, tau_, dt, **args)
 
 
+def test_non_finite_inputs_and_bad_steps_raise_before_tracing():
+    # NaN or inf in an array tau or loads, or in dt, would give a NaN trajectory;
+    # steps must be an int >= 0 (-5 once failed in a reshape, 2.7 ran 2 steps)
+    model = double_pendulum()
+    z = np.zeros(2)
+    nan_tau, inf_loads = np.array([np.nan, 0.0]), np.zeros((2, 3))
+    inf_loads[1, 2] = np.inf
+    cases = [
+        (dict(tau=nan_tau, steps=3), r"tau is not finite at index 0: nan"),
+        (dict(tau=np.full((3, 2), np.nan)), r"tau is not finite at index \(0, 0\)"),
+        (dict(loads=inf_loads, steps=3), r"loads is not finite at index \(1, 2\): inf"),
+        (dict(dt=np.nan, steps=3), r"dt is not finite: nan"),
+        (dict(dt=np.inf, steps=3), r"dt is not finite: inf"),
+        (dict(dt=np.array([1e-3, 1e-3]), steps=3), r"dt must be a scalar"),
+        (dict(tau=np.array([1.0 + 1j, 0.0]), steps=3), r"tau must be a real array"),
+        (dict(steps=-5), r"steps must be an int >= 0 .* got -5"),
+        (dict(steps=2.7), r"steps must be an int >= 0 .* got 2.7"),
+        (dict(steps=True), r"steps must be an int >= 0 .* got True"),
+    ]
+    for kw, message in cases:
+        args = {"tau": z, "dt": 1e-3, **kw}
+        with pytest.raises(ValueError, match=message):
+            jaxmb.simulate(model, z, z, args.pop("tau"), args.pop("dt"), **args)
+
+
+def test_scalar_constant_tau_and_zero_steps():
+    # tau=0.0 broadcasts to (..., dof) as the docstring says; steps may be a NumPy int
+    # or a 0-d integer array; steps=0 is the initial state alone
+    model = double_pendulum()
+    q0, qd0 = np.array([[0.3, -0.2], [0.1, 0.4]]), np.zeros(2)
+    a = jaxmb.simulate(model, q0, qd0, 0.0, 1e-3, steps=4)
+    b = jaxmb.simulate(model, q0, qd0, np.zeros(2), 1e-3, steps=np.int64(4))
+    np.testing.assert_array_equal(a.q, b.q)
+    assert a.q.shape == (5, 2, 2)
+    c = jaxmb.simulate(model, q0, qd0, 1.5, 1e-3, steps=jnp.asarray(4))
+    np.testing.assert_array_equal(c.q, jaxmb.simulate(model, q0, qd0, np.full(2, 1.5), 1e-3, steps=4).q)
+    zero = jaxmb.simulate(model, q0, qd0, 0.0, 1e-3, steps=0)
+    assert zero.t.shape == (1,) and zero.q.shape == (1, 2, 2)
+    np.testing.assert_array_equal(zero.q[0], q0)
+
+
 def test_direct_calls_reuse_one_compilation_and_accept_unhashable_controllers():
     # simulate is one cached jax.jit: the same shapes and options do not compile
     # again; an unhashable callable (a dataclass controller) is traced anew instead

@@ -283,11 +283,16 @@ TAKES_LOADS = [
 ]
 
 
-# the functions that take any leading batch shape (issue 8)
+# the functions that take any leading batch shape (issue 8; the kinematics, energies,
+# coriolis_matrix, point_load and the coordinate conversions too since the core review)
 BATCHED = {
     "mass_matrix", "bias_forces", "gravity_forces", "external_forces", "inverse_dynamics",
     "inverse_dynamics_projection", "forward_dynamics", "joint_moments", "joint_reactions",
     "joint_reactions_recursive", "torque_components", "rnea", "rnea_full", "simulate", "hand_position",
+    "pose", "segment_angles", "joint_positions", "distal_positions", "com_positions", "whole_body_com",
+    "point_position", "point_jacobian", "point_velocity", "point_acceleration", "pose_jacobian",
+    "constraint_jacobian", "pose_velocity", "pose_acceleration", "coordinates_to", "forces_to",
+    "coriolis_matrix", "kinetic_energy", "potential_energy", "total_energy", "point_load",
 }
 
 
@@ -300,11 +305,14 @@ VECTOR_CASES = [(fname, key, shown) for fname, (_, vecs) in CALLS.items() for ke
 
 @pytest.mark.parametrize("fname, key, shown", VECTOR_CASES, ids=[f"{f}-{s}" for f, _, s in VECTOR_CASES])
 def test_wrong_vector_shape_names_the_expected_shape(fname, key, shown):
-    """(dof - 1,), (dof + 1,), (segments,) and a scalar are rejected; a batch (1, dof)
-    too by the single-sample functions, while the batched ones (any leading shape)
-    reject a batch of wrong vectors (2, dof + 1)."""
+    """(dof - 1,), (dof + 1,), (segments,) and a scalar are rejected (except simulate's
+    constant tau, which need only broadcast); a batch (1, dof) too by the
+    single-sample functions, while the batched ones (any leading shape) reject a
+    batch of wrong vectors (2, dof + 1)."""
     call = CALLS[fname][0]
-    bads = [np.zeros(DOF - 1), np.zeros(DOF + 1), np.zeros(MODEL.segments), np.float64(0.0)]
+    bads = [np.zeros(DOF - 1), np.zeros(DOF + 1), np.zeros(MODEL.segments)]
+    if (fname, key) != ("simulate", "tau"):
+        bads.append(np.float64(0.0))
     if fname in BATCHED:
         bads.append(np.zeros((2, DOF + 1)))
         if (fname, key) != ("simulate", "tau"):  # there (1, dof) is tau over one step
@@ -364,8 +372,10 @@ def test_pose_checks_z_and_points():
         mb.point_load(MODEL, Q, 1, (0.1,), (1.0, 0.0))
     with pytest.raises(ValueError, match=r"force must have shape \(2,\)"):
         mb.point_load(MODEL, Q, 1, (0.1, 0.0), (1.0, 0.0, 0.0))
-    with pytest.raises(ValueError, match=r"moment must be a scalar"):
-        mb.point_load(MODEL, Q, 1, (0.1, 0.0), (1.0, 0.0), moment=(1.0, 2.0))
+    # leading shapes broadcast NumPy-style: a (2,) moment is two samples
+    assert mb.point_load(MODEL, Q, 1, (0.1, 0.0), (1.0, 0.0), moment=(1.0, 2.0)).shape == (2, 4, 3)
+    with pytest.raises(ValueError, match=r"do not broadcast: q \(3,\), point \(\), force \(\), moment \(2,\)"):
+        mb.point_load(MODEL, np.zeros((3, DOF)), 1, (0.1, 0.0), (1.0, 0.0), moment=(1.0, 2.0))
 
 
 def test_shape_checks_also_hold_under_jit_and_vmap():
@@ -416,6 +426,59 @@ def test_non_finite_input_raises_eagerly_naming_it(key):
         mb.inverse_dynamics(MODEL, args["q"], args["qd"], args["qdd"], args["loads"])
     with pytest.raises(ValueError, match=rf"{key} is not finite"):
         mb.joint_reactions(MODEL, args["q"], args["qd"], args["qdd"], args["loads"])
+
+
+def test_check_finite_names_a_non_finite_scalar():
+    """A 0-d NaN or inf is named without an index (formatting one raised IndexError)."""
+    from jaxmb.kinematics import check_finite
+
+    for x in (np.float64(np.nan), np.array(np.inf), jnp.asarray(np.nan)):
+        with pytest.raises(ValueError, match=r"^dt is not finite: (nan|inf)$"):
+            check_finite(x, "dt")
+    check_finite(np.float64(1.0), "dt")
+
+
+@pytest.mark.parametrize("bad", [5j * np.ones((4, 3)), np.full((4, 3), "1")], ids=["complex", "str"])
+def test_loads_must_be_real(bad):
+    """Complex loads once lost their imaginary part silently, str loads raised a JAX
+    TypeError: both are refused like a complex q, naming loads."""
+    calls = [
+        lambda: mb.inverse_dynamics(MODEL, Q, Z, Z, loads=bad),
+        lambda: mb.joint_reactions(MODEL, Q, Z, Z, loads=bad),
+        lambda: mb.external_forces(MODEL, Q, bad),
+        lambda: mb.applied_wrenches(MODEL, bad),
+        lambda: mb.inverse_dynamics(MODEL, Q, Z, Z, loads=bad[None], method="projection"),
+    ]
+    for call in calls:
+        with pytest.raises(ValueError, match=r"loads must be a real array, got dtype"):
+            call()
+
+
+def test_point_load_rejects_non_finite_point_force_and_moment():
+    cases = [
+        (dict(point=(np.inf, 0.0)), r"point is not finite at index 0: inf"),
+        (dict(force=(np.nan, 0.0)), r"force is not finite at index 0: nan"),
+        (dict(moment=np.nan), r"moment is not finite: nan"),
+        (dict(force=np.array([[1.0, 0.0], [0.0, np.nan]])), r"force is not finite at index \(1, 1\)"),
+        (dict(force=(1j, 0.0)), r"force must be a real array"),
+    ]
+    for kw, message in cases:
+        args = {"point": (0.1, 0.0), "force": (1.0, 0.0), "moment": 0.0, **kw}
+        with pytest.raises(ValueError, match=message):
+            mb.point_load(MODEL, Q, "shank", args["point"], args["force"], args["moment"], frame="segment")
+
+
+def test_ragged_inputs_name_the_argument():
+    """A ragged nested list raised NumPy's bare 'setting an array element with a sequence'."""
+    ragged = [list(Q), [0.0]]
+    for call, name in (
+        (lambda: mb.inverse_dynamics(MODEL, ragged, Z, Z), "q"),
+        (lambda: mb.inverse_dynamics(MODEL, Q, Z, Z, loads=[[0.0, 0.0, 0.0]] * 3 + [[0.0]]), "loads"),
+        (lambda: mb.pose(MODEL, ragged), "q"),
+        (lambda: mb.point_load(MODEL, Q, 1, [[0.1, 0.0], [0.1]], (1.0, 0.0)), "point"),
+    ):
+        with pytest.raises(ValueError, match=rf"^{name} must be a rectangular array of real numbers"):
+            call()
 
 
 def test_non_finite_inside_jit_is_not_checked_but_propagates():
