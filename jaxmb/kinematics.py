@@ -103,8 +103,11 @@ def _as_array(x, name: str = "the input"):
     list or a non-numeric value raises ValueError naming ``name``."""
     if isinstance(x, (jax.Array, np.ndarray, jax.core.Tracer)):
         return x
+    # a list or tuple holding JAX values (tracers under jit or grad, say): jnp stacks
+    # them; NumPy would ask a tracer for its value
+    traced = any(isinstance(v, (jax.Array, jax.core.Tracer)) for v in jax.tree_util.tree_leaves(x))
     try:
-        return np.asarray(x)
+        return jnp.asarray(x) if traced else np.asarray(x)
     except (ValueError, TypeError) as e:
         raise ValueError(
             f"{name} must be a rectangular array of real numbers (rows of equal length), got {type(x).__name__}: "

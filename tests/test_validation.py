@@ -468,6 +468,19 @@ def test_point_load_rejects_non_finite_point_force_and_moment():
             mb.point_load(MODEL, Q, "shank", args["point"], args["force"], args["moment"], frame="segment")
 
 
+def test_tuples_of_traced_values_are_arrays():
+    """A point or force given as a tuple of traced scalars (under jit or grad) is
+    stacked, not handed to NumPy (a regression of the ragged-list check)."""
+
+    def f(x, fy):
+        return mb.point_load(MODEL, Q, "shank", (x, 0.0), (0.0, fy), frame="segment")
+
+    want = mb.point_load(MODEL, Q, "shank", (0.2, 0.0), (0.0, -3.0), frame="segment")
+    np.testing.assert_allclose(jax.jit(f)(0.2, -3.0), want, rtol=1e-14)
+    g = jax.grad(lambda x: jnp.sum(f(x, -3.0)))(0.2)
+    assert np.isfinite(g)
+
+
 def test_ragged_inputs_name_the_argument():
     """A ragged nested list raised NumPy's bare 'setting an array element with a sequence'."""
     ragged = [list(Q), [0.0]]
