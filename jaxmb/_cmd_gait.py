@@ -19,7 +19,7 @@ from __future__ import annotations
 import argparse
 import csv
 import dataclasses
-from io import BytesIO, StringIO
+from io import StringIO
 import os
 import sys
 
@@ -325,18 +325,12 @@ def _summary(res, truth, stance, desc):
     return lines, None
 
 
-def _png(fig) -> bytes:
-    """A figure rendered as PNG bytes."""
-    buf = BytesIO()
-    fig.savefig(buf, format="png", dpi=100)
-    return buf.getvalue()
-
-
 def _trial_outputs(res, truth, stance, desc, args):
     """(summary lines, {file name: CSV text or PNG bytes}) of one trial: each figure
     is rendered when made, so that a batch of many trials holds PNG bytes, not
     figures."""
     from . import gait
+    from .io import _png
 
     lines, _ = _summary(res, truth, stance, desc)
     where = np.zeros(len(res.time), bool)

@@ -40,12 +40,6 @@ def _fail(msg: str) -> int:
     return 2
 
 
-def _png(fig) -> bytes:
-    buf = io.BytesIO()
-    fig.savefig(buf, format="png", dpi=100)
-    return buf.getvalue()
-
-
 def _csv_text(rows) -> str:
     buf = io.StringIO()
     cols = ["parameter", "unit", "true", "start", "fitted", "stderr", "error", "relative_error", "relative_to",
@@ -74,6 +68,7 @@ def _run(args) -> int:
     from tqdm import tqdm
 
     from . import identify
+    from .io import _png
     from .io import _write_files as write_files
 
     stages = ["fit", "bands", "files"]

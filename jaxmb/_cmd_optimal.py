@@ -99,7 +99,7 @@ def run(args) -> int:
     import numpy as np
 
     import jaxmb
-    from jaxmb.io import _write_files
+    from jaxmb.io import _png, _write_files
 
     # -------- every check before the first optimisation
     costs = [c.strip() for c in args.cost.split(",") if c.strip()]
@@ -174,10 +174,8 @@ def run(args) -> int:
                        *np.asarray(r.tau).T):
             w.writerow([c] + [f"{v:.10g}" for v in row])
     fig = figure(results, f"optimal reaches, {args.duration:g} s, g = {args.gravity:g} m/s$^2$")
-    png = io.BytesIO()
-    fig.savefig(png, format="png", dpi=100)
     files = {os.path.join(args.out, "optimal_reach.csv"): buf.getvalue(),
-             os.path.join(args.out, "optimal_reach.png"): png.getvalue()}
+             os.path.join(args.out, "optimal_reach.png"): _png(fig)}
     if grid_rows is not None:
         files[os.path.join(args.out, "optimal_workspace.csv")] = grid_rows
     os.makedirs(args.out, exist_ok=True)

@@ -73,14 +73,11 @@ def _summary(res):
 
 def _plot(res, title) -> bytes:
     """The torque components' figure as PNG bytes."""
-    import io
-
+    from .io import _png
     from .plot import torque_components_figure
 
     fig = torque_components_figure(res["t"], res, joint_names=("shoulder", "elbow"), title=title)
-    buf = io.BytesIO()
-    fig.savefig(buf, format="png", dpi=120)
-    return buf.getvalue()
+    return _png(fig, dpi=120)
 
 
 def _json_text(obj) -> str:

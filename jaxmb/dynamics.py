@@ -113,18 +113,6 @@ def _no_gravity(model: Model) -> Model:
     return dataclasses.replace(model, gravity=jnp.zeros_like(model.gravity))
 
 
-def _per_sample(fn, lead_arrays, core_ndims, *args):
-    """Apply a single-sample function over the broadcast leading shape (plain vmap)."""
-    lead = np.broadcast_shapes(*(np.shape(x)[: np.ndim(x) - k] for x, k in zip(lead_arrays, core_ndims)))
-    if not lead:
-        return fn(*lead_arrays, *args)
-    B = int(np.prod(lead))
-    flat = [jnp.broadcast_to(x, lead + np.shape(x)[np.ndim(x) - k :]).reshape((B,) + np.shape(x)[np.ndim(x) - k :])
-            for x, k in zip(lead_arrays, core_ndims)]  # fmt: skip
-    out = jax.vmap(lambda *xs: fn(*xs, *args))(*flat)
-    return jax.tree_util.tree_map(lambda y: y.reshape(lead + y.shape[1:]), out)
-
-
 def applied_wrenches(model: Model, loads=None):
     """h (segments, 3): gravity plus loads at the centres of mass, world frame.
 
@@ -234,7 +222,8 @@ def _projection(fn, model, q, qd, qdd, loads):
     if loads is None:
         loads = jnp.zeros((n, 3), dtype)
     loads = jnp.asarray(loads).astype(dtype)
-    return _per_sample(lambda a, b, c, ld: fn(model, a, b, c, ld), arrays + [loads], (1, 1, 1, 2))
+    return over_leading(lambda a, b, c, ld: fn(model, a, b, c, ld), arrays + [loads], (1, 1, 1, 2),
+                        ("q", "qd", "qdd", "loads"))
 
 
 def inverse_dynamics(model: Model, q, qd, qdd, loads=None, *, method: str = "recursive",
@@ -316,9 +305,8 @@ def forward_dynamics(model: Model, q, qd, tau, loads=None, *, chunk: int | None 
       forward-mode derivative and lets JAX transpose it (a 10-step
       :func:`jaxmb.simulate`: 3.44 s against 5.57 s). B = 1e3, medians of three
       compiles on this project's 2-core CPU, ``python -m benchmarks --only
-      gradient_compile``, 2026-11-24 05:11 UTC (1.97 s at 04:50; 2.94 s at
-      B = 1e5, where the kernel runs in chunks). JAX's reverse mode of the algorithm
-      itself took about 11 s (not rerun).
+      gradient_compile``, 2026-11-24 05:11 UTC (2.94 s at B = 1e5, where the
+      kernel runs in chunks).
       ``jax.jvp`` and ``jax.jacfwd`` of it raise "can't apply forward-mode autodiff
       (jvp) to a custom_vjp function": use "autodiff" for them. Reverse over reverse and forward over
       reverse (``jax.hessian``, ``jax.jacfwd(jax.grad(f))``) work.

@@ -1412,7 +1412,7 @@ def sagittal(markers, plates=None, *, side: str = "right", mapping=None, min_for
       substantial, the plate carries another foot and sagittal raises (one plate's
       force cannot be split between two feet). On the walking trial of
       ``tests/data/Gait.c3d`` the stance foot's centre of pressure stays within
-      0.064 m of its line, the stance foot moves at 0.55 m/s at most, and the other
+      0.063 m of its line, the stance foot moves at 0.55 m/s at most, and the other
       foot comes within 0.15 m of the centre of pressure only while it swings past
       at 4.4 m/s or more. The stance phase is where this foot's force is on.
     - The force and centre of pressure are given at ``time[0] + j / force_rate``: the

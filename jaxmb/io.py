@@ -475,6 +475,15 @@ def _write_files(files: dict) -> None:
         raise
 
 
+def _png(fig, dpi: int = 100) -> bytes:
+    """A matplotlib figure rendered as PNG bytes (for :func:`_write_files`)."""
+    from io import BytesIO  # this module is jaxmb.io: the standard library's, by name
+
+    buf = BytesIO()
+    fig.savefig(buf, format="png", dpi=dpi)
+    return buf.getvalue()
+
+
 def _atomic_write(path, text: str) -> None:
     """Write ``text`` to ``path`` through a temporary file and ``os.replace``."""
     _write_files({path: text})

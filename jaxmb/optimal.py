@@ -227,8 +227,7 @@ def min_nodes(basis: int, quadrature: str = "gauss") -> int:
     degree 2 n - 1 exactly: n >= K + 4 is the least that sees every direction of the
     coefficients; twice K + 3 leaves the margin the non-polynomial dynamics need
     (with fewer, the optimiser finds coefficients whose cost is mostly quadrature
-    error: nodes=8 with basis=10 reported 9.4e-7 for a path whose torque change is
-    1.1e6). The trapezoidal rule, second-order accurate, needs twice that again.
+    error, and report a cost far below the path's true cost). The trapezoidal rule, second-order accurate, needs twice that again.
 
     Returns:
       2 (basis + 3) for "gauss", 4 (basis + 3) for "trapezoid".
@@ -873,7 +872,7 @@ def optimize(model: Model, start, end, duration, *, cost: Union[str, dict, Calla
                          f"{float(np.asarray(res.history)[k, 0])!r}; check the cost function, the inputs and init")
 
     # -------- unflatten; the times follow the durations (shared when duration is a scalar)
-    s_t = jnp.asarray(_basis_np(nodes, basis, "trapezoid")[0], dtype)
+    s_t = jnp.linspace(0.0, 1.0, nodes, dtype=dtype)  # the equally spaced output times, s = t / T
     t = jnp.asarray(duration, dtype)[..., None] * s_t
     out = {f: getattr(res, f).reshape(lead + getattr(res, f).shape[1:]) for f in OptimalMovement._fields if f != "t"}
     return OptimalMovement(t=t, **out)

@@ -512,7 +512,7 @@ def test_sagittal_contacts_and_margins_on_the_walking_trial(lab):
         fr = fidx[big]
         d_stance = gait._line_distance(plates.cop[big, k], feet[stance][0][fr], feet[stance][1][fr], up)
         d_swing = gait._line_distance(plates.cop[big, k], feet[swing][0][fr], feet[swing][1][fr], up)
-        assert d_stance.max() < 0.07 < gait._FOOT_EXCURSION  # 0.064 m measured
+        assert d_stance.max() < 0.07 < gait._FOOT_EXCURSION  # 0.063 m measured
         assert speed[stance][fr].max() < 0.6 < gait._FOOT_STILL  # 0.55 m/s
         near = d_swing < gait._FOOT_TOLERANCE
         assert near.any() and speed[swing][fr][near].min() > 4.0 > gait._FOOT_STILL  # swings past at 4.4 m/s
@@ -588,7 +588,7 @@ def test_sagittal_interpolates_a_force_grid_off_the_marker_times(lab):
     a = gait.sagittal(exact, p1200)
     b = gait.sagittal(exact.replace(time=np.round(exact.time, 5)), p1200)
     assert a.stance == b.stance and a.force.shape == b.force.shape
-    np.testing.assert_allclose(b.force, a.force, rtol=0, atol=0.01 * np.abs(a.force).max())
+    np.testing.assert_allclose(b.force, a.force, rtol=0, atol=1.0)  # N; 0.32 N measured
     # 960 Hz plates (not a multiple of 100 Hz), enough samples for analyze
     t960 = np.arange(int(plates.time[-1] * 960) + 1) / 960
 
