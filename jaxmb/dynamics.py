@@ -26,16 +26,14 @@ import numpy as np
 
 from . import batch as _batch
 from .kinematics import (
-    _as_array,
     _float_dtype,
     _frames,
     _pose_acc,
     _rot,
     batched_states,
+    check_array,
     check_batch,
-    check_finite,
     check_loads,
-    check_real,
     check_vector,
     over_leading,
     pose,
@@ -507,10 +505,7 @@ def point_load(model: Model, q, segment: Segment, point, force, moment=0.0, *, f
     q = check_batch(model, q, "q")
     arrays = {"point": point, "force": force, "moment": moment}
     for name, x in arrays.items():
-        x = _as_array(x, name)
-        check_real(x, name)
-        check_finite(x, name)
-        arrays[name] = x
+        arrays[name] = check_array(x, name)
     point, force, moment = arrays.values()
     if np.ndim(point) < 1 or np.shape(point)[-1] != 2:
         raise ValueError(f"point must have shape (2,) or (..., 2), got {tuple(np.shape(point))}")

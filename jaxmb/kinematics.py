@@ -122,6 +122,36 @@ def check_real(x, name: str):
         raise ValueError(f"{name} must be a real array, got dtype {dt}")
 
 
+def check_array(x, name: str):
+    """``x`` as an array of a real dtype with finite values when concrete (JAX and
+    NumPy arrays and tracers are returned unchanged); ValueError naming ``name``
+    otherwise."""
+    x = _as_array(x, name)
+    check_real(x, name)
+    check_finite(x, name)
+    return x
+
+
+def check_steps(steps) -> int:
+    """A number of steps as an int >= 0: a Python or NumPy int or a concrete 0-d
+    integer array; ValueError for anything else (a float such as 2.7 is not rounded)."""
+    integer_array = (isinstance(steps, (np.ndarray, jax.Array)) and not isinstance(steps, jax.core.Tracer)
+                     and steps.ndim == 0 and jnp.issubdtype(steps.dtype, jnp.integer))  # fmt: skip
+    if not ((isinstance(steps, (int, np.integer)) and not isinstance(steps, bool)) or integer_array):
+        raise ValueError(f"steps must be an int >= 0 (the number of time steps), got {steps!r}")
+    if int(steps) < 0:
+        raise ValueError(f"steps must be an int >= 0 (the number of time steps), got {int(steps)}")
+    return int(steps)
+
+
+def check_dt(dt):
+    """The time step as a real scalar, finite when concrete (ValueError otherwise)."""
+    dt = _as_array(dt, "dt")
+    if np.ndim(dt) != 0:
+        raise ValueError(f"dt must be a scalar time step (s), got shape {tuple(np.shape(dt))}")
+    return check_array(dt, "dt")
+
+
 def check_vector(model: Model, x, name: str, size: int | None = None):
     """Return ``x`` as an array of shape (size,), raising ValueError otherwise
     (and for NaN or inf in a concrete input)."""
@@ -150,9 +180,7 @@ def check_batch(model: Model, x, name: str, size: int | None = None):
             f"{name} must have shape ({size},) for one sample or (..., {size}) for a batch "
             f"(this model has dof={model.dof}), got shape {tuple(x.shape)}"
         )
-    check_real(x, name)
-    check_finite(x, name)
-    return x
+    return check_array(x, name)
 
 
 def check_loads(model: Model, loads, dtype, *, batched: bool = False):

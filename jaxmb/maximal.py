@@ -55,8 +55,9 @@ import numpy as np
 from .dynamics import inverse_dynamics, joint_moments
 from .kinematics import (
     _as_array,
-    check_finite,
-    check_real,
+    check_array,
+    check_dt,
+    check_steps,
     check_vector,
     coordinates_to,
     pose,
@@ -64,7 +65,6 @@ from .kinematics import (
     pose_velocity,
 )
 from .model import Model, Segment
-from .simulate import check_dt, check_steps
 
 __all__ = [
     "from_minimal",
@@ -103,8 +103,7 @@ def _prepare(model: Model, **arrays):
             what = ("one world-frame wrench (Fx, Fy, Mz) per segment" if name == "loads"
                     else "(x_com, y_com, theta) of each segment")
             raise ValueError(f"{name} must have shape ({n}, 3): {what}, got shape {tuple(x.shape)}")
-        check_real(x, name)
-        check_finite(x, name)
+        check_array(x, name)
     given = {k: jnp.asarray(x) for k, x in given.items()}
     dtype = _float_dtype(*given.values())
     out = [given[k].astype(dtype) if k in given else None for k in arrays]
@@ -258,9 +257,7 @@ def point_position(model: Model, p, segment: Segment, point=(0.0, 0.0)):
     point = _as_array(point, "point")
     if point.shape != (2,):
         raise ValueError(f"point must have shape (2,), got {tuple(point.shape)}")
-    check_real(point, "point")
-    check_finite(point, "point")
-    point = jnp.asarray(point, p.dtype)
+    point = jnp.asarray(check_array(point, "point"), p.dtype)
     return p[i, :2] + _rot(p[i, 2], point - model.com[i])
 
 
@@ -310,9 +307,7 @@ def joint_moment_loads(model: Model, tau):
     if tau.shape != (model.segments,):
         raise ValueError(f"tau must have shape ({model.segments},): one joint moment per segment, "
                          f"got shape {tuple(tau.shape)}")
-    check_real(tau, "tau")
-    check_finite(tau, "tau")
-    tau = jnp.asarray(tau)
+    tau = jnp.asarray(check_array(tau, "tau"))
     tau = tau.astype(_float_dtype(tau))
     parent = np.asarray(model.parent)
     kids = np.nonzero(parent >= 0)[0]
@@ -461,9 +456,7 @@ def simulate(model: Model, p0, pd0, dt, steps: int, *, loads=None, has_aux: bool
             const = _as_array(loads, "loads")
             if const.shape != (n, 3):
                 raise ValueError(f"loads must be a function or have shape ({n}, 3), got shape {tuple(const.shape)}")
-            check_real(const, "loads")
-            check_finite(const, "loads")
-            const = jnp.asarray(const).astype(dtype)
+            const = jnp.asarray(check_array(const, "loads")).astype(dtype)
         loads_fn = lambda t, p, pd: (const, None)  # noqa: E731
     elif has_aux:
         loads_fn = loads

@@ -10,32 +10,11 @@ import jax.numpy as jnp
 import numpy as np
 
 from . import batch as _batch
-from .kinematics import _as_array, _float_dtype, check_batch, check_finite, check_real
+from .kinematics import _float_dtype, check_array, check_batch, check_dt, check_steps
 from .model import Model
 
 __all__ = ["simulate", "Trajectory"]
 
-
-def check_steps(steps) -> int:
-    """A number of steps as an int >= 0: a Python or NumPy int or a concrete 0-d
-    integer array; ValueError for anything else (a float such as 2.7 is not rounded)."""
-    integer_array = (isinstance(steps, (np.ndarray, jax.Array)) and not isinstance(steps, jax.core.Tracer)
-                     and steps.ndim == 0 and jnp.issubdtype(steps.dtype, jnp.integer))  # fmt: skip
-    if not ((isinstance(steps, (int, np.integer)) and not isinstance(steps, bool)) or integer_array):
-        raise ValueError(f"steps must be an int >= 0 (the number of time steps), got {steps!r}")
-    if int(steps) < 0:
-        raise ValueError(f"steps must be an int >= 0 (the number of time steps), got {int(steps)}")
-    return int(steps)
-
-
-def check_dt(dt):
-    """The time step as a real scalar, finite when concrete (ValueError otherwise)."""
-    dt = _as_array(dt, "dt")
-    if np.ndim(dt) != 0:
-        raise ValueError(f"dt must be a scalar time step (s), got shape {tuple(np.shape(dt))}")
-    check_real(dt, "dt")
-    check_finite(dt, "dt")
-    return dt
 
 # classical Runge-Kutta: stage offsets a_s (of dt) and weights w_s (of dt / 6)
 RK4_STAGES = np.array([[0.0, 1.0], [0.5, 2.0], [0.5, 2.0], [1.0, 1.0]])
@@ -147,10 +126,7 @@ def simulate(
         must end in the ``core`` shape."""
         if callable(x):
             return "fn", x
-        x = _as_array(x, name)
-        check_real(x, name)
-        check_finite(x, name)
-        x = jnp.asarray(x, dtype)
+        x = jnp.asarray(check_array(x, name), dtype)
         shape = lead + core
         if x.ndim <= len(shape) and (any_constant or x.shape[x.ndim - len(core):] == core) and fits(x.shape, shape):
             return "const", x
