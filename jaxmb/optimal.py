@@ -69,7 +69,7 @@ import numpy as np
 from .dynamics import inverse_dynamics
 from .kinematics import _float_dtype, check_finite
 from .model import Model, Segment
-from .trajectory import _hand_derivatives, _hand_point, inverse_kinematics
+from .trajectory import _check_duration, _hand_derivatives, _hand_point, inverse_kinematics
 
 __all__ = [
     "optimize",
@@ -754,13 +754,7 @@ def optimize(model: Model, start, end, duration, *, cost: Union[str, dict, Calla
         arrays[name] = x
     start, end = arrays["start"], arrays["end"]
     duration = np.asarray(duration) if not isinstance(duration, jax.Array) else duration
-    if np.asarray(duration).dtype.kind not in "fiu":
-        raise ValueError(f"duration must be a number or an array of numbers > 0 (s), got {duration!r}")
-    d_np = np.asarray(duration, dtype=float)
-    if not np.all(np.isfinite(d_np) & (d_np > 0)):
-        k = int(np.argmax(~(np.isfinite(d_np) & (d_np > 0)).ravel()))
-        raise ValueError(f"duration must be > 0 and finite (s), got {d_np.ravel()[k]}"
-                         + (f" at flat index {k}" if d_np.ndim else ""))
+    _check_duration(duration)
     dtype = _float_dtype(start, end, duration, *jax.tree_util.tree_leaves(model))
     try:
         lead = np.broadcast_shapes(start.shape[:-1], end.shape[:-1], np.shape(duration), mshape)

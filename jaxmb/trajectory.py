@@ -56,12 +56,19 @@ def minimum_jerk(x0, x1, duration, t):
 
 
 def _check_duration(duration):
-    """ValueError for a concrete duration that is not a finite number > 0 (traced: skipped)."""
+    """ValueError for a concrete duration (a number or an array of them) that is not
+    real, finite and > 0, naming the first bad value's flat index in an array
+    (traced: skipped). Shared with :func:`jaxmb.optimize`."""
     if isinstance(duration, jax.core.Tracer):
         return
     d = np.asarray(duration)
-    if d.dtype.kind not in "fiu" or not (np.all(np.isfinite(d)) and np.all(d > 0)):
-        raise ValueError(f"duration must be a finite number > 0 (s), got {duration!r}")
+    if d.dtype.kind not in "fiu":
+        raise ValueError(f"duration must be a finite number > 0 (s) or an array of them, got {duration!r}")
+    bad = ~(np.isfinite(d) & (d > 0))
+    if bad.any():
+        k = int(np.argmax(bad.ravel()))
+        raise ValueError(f"duration must be a finite number > 0 (s), got {d.ravel()[k]}"
+                         + (f" at flat index {k}" if d.ndim else ""))
 
 
 def two_link_ik(p, L1, L2, *, elbow: str = "up"):

@@ -262,11 +262,11 @@ def test_out_of_reach_hand_targets():
 
 
 @pytest.mark.parametrize("kwargs, match", [
-    (dict(duration=0.0), "duration must be > 0"),
-    (dict(duration=-1.0), "duration must be > 0"),
-    (dict(duration=float("nan")), "duration must be > 0 and finite"),  # before: IndexError
-    (dict(duration=[0.5, float("inf")]), "duration must be > 0 and finite .* at flat index 1"),
-    (dict(duration="0.5"), "duration must be a number"),
+    (dict(duration=0.0), "duration must be a finite number > 0"),
+    (dict(duration=-1.0), "duration must be a finite number > 0"),
+    (dict(duration=float("nan")), "duration must be a finite number > 0 .*got nan"),  # before: IndexError
+    (dict(duration=[0.5, float("inf")]), "duration must be a finite number > 0 .* at flat index 1"),
+    (dict(duration="0.5"), "duration must be a finite number > 0 .* or an array of them"),
     (dict(start=["a", "b"]), "start must be an array of real numbers"),
     (dict(cost={}), "cost is an empty dict"),  # before: a JAX TypeError
     (dict(nodes=8), r"nodes=8 is too few for basis=10 .* nodes >= 26"),
