@@ -61,7 +61,7 @@ from . import maximal
 from . import identify
 from . import optimal
 from .optimal import Movement, OptimalMovement, optimize
-from .trajectory import hand_position, inverse_kinematics, workspace
+from .trajectory import IKResult, hand_position, inverse_kinematics, workspace
 
 __version__ = "0.1.0"
 
@@ -131,6 +131,7 @@ __all__ = [
     "OptimalMovement",
     "Movement",
     "inverse_kinematics",
+    "IKResult",
     "hand_position",
     "workspace",
 ]
