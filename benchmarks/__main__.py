@@ -28,6 +28,7 @@ from . import bench_inverse, bench_more, bench_sim, bench_system, common, report
 
 def main(argv=None):
     argv = sys.argv[1:] if argv is None else argv
+    common.check_args(argv, __doc__, flags=("--quick", "--no-wait", "--merge"), options=("--only",))
     quick = "--quick" in argv
     common.enable_x64()
     quiet = {"skipped": True, "load_at_start": common.load()} if "--no-wait" in argv else common.wait_for_quiet()

@@ -45,6 +45,7 @@ def _run(args: list, out: str) -> float:
 
 def main(argv=None) -> int:
     argv = sys.argv[1:] if argv is None else argv
+    common.check_args(argv, __doc__, options=("--rounds",))
     rounds = int(argv[argv.index("--rounds") + 1]) if "--rounds" in argv else 2
     results = {"environment": common.environment(), "load_before": common.load(), "rounds": rounds, "commands": {}}
     with tempfile.TemporaryDirectory() as tmp:

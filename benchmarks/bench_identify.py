@@ -16,6 +16,7 @@ models). Writes benchmarks/results_identify.json. Run: python -m benchmarks.benc
 from __future__ import annotations
 
 import json
+import sys
 import time
 from pathlib import Path
 
@@ -27,6 +28,7 @@ OUT = Path(__file__).resolve().parent / "results_identify.json"
 
 
 def main(argv=None) -> int:
+    common.check_args(sys.argv[1:] if argv is None else argv, __doc__)
     common.enable_x64()
     import jax
     import jax.numpy as jnp

@@ -310,6 +310,7 @@ def gradient_compile(quick: bool = False, log=print) -> list:
 
 
 if __name__ == "__main__":
+    common.check_args(sys.argv[1:], __doc__, flags=("--quick",))
     quick = "--quick" in sys.argv
     forward(quick)
     reactions(quick)

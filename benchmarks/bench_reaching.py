@@ -259,6 +259,7 @@ def table(out: dict) -> str:
 
 def main(argv=None) -> int:
     argv = sys.argv[1:] if argv is None else argv
+    common.check_args(argv, __doc__, flags=("--quick",))
     quick = "--quick" in argv
     env = common.environment()
     env["load_at_start"] = common.load()

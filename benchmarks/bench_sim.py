@@ -103,4 +103,5 @@ def run(quick: bool = False, log=print) -> list:
 
 
 if __name__ == "__main__":
+    common.check_args(sys.argv[1:], __doc__, flags=("--quick",))
     run(quick="--quick" in sys.argv)

@@ -214,6 +214,7 @@ def memory(quick: bool = False, log=print) -> dict:
 
 
 if __name__ == "__main__":
+    common.check_args(sys.argv[1:], __doc__, flags=("--quick",))
     quick = "--quick" in sys.argv
     compile_times(quick)
     latency(quick)

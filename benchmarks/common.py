@@ -20,6 +20,29 @@ BATCHES = (10**3, 10**5, 10**6)
 HUMAN_PARENT = (-1, 0, 1, 2, 0, 0, 5)
 
 
+def check_args(argv, doc: str | None, flags=(), options=()) -> None:
+    """The command line of a benchmark module: ``-h``/``--help`` prints ``doc`` (the
+    module's docstring) and exits; anything but the known ``flags`` (no value) and
+    ``options`` (a value, as ``--x V`` or ``--x=V``) exits with an error, so that a
+    mistyped or unknown option never starts a run that overwrites recorded results."""
+    if "-h" in argv or "--help" in argv:
+        print((doc or "").strip())
+        raise SystemExit(0)
+    i = 0
+    while i < len(argv):
+        a = argv[i]
+        name = a.split("=", 1)[0]
+        if a in flags:
+            i += 1
+        elif name in options:
+            if "=" not in a and i + 1 >= len(argv):
+                raise SystemExit(f"error: {a} needs a value")
+            i += 1 if "=" in a else 2
+        else:
+            known = ", ".join(sorted(flags) + [f"{o} VALUE" for o in sorted(options)]) or "none"
+            raise SystemExit(f"error: unknown argument {a!r} (known: {known}; -h for help)")
+
+
 def enable_x64():
     import jax
 
