@@ -62,6 +62,12 @@ arrays, and the kernel's private helpers on its internal (dof, B) layout).
 12. ``kernel_crossover``: inverse dynamics by the unrolled recursion against the
    matrix form at 1e5 samples, chains of 3 to 10 segments and the human, alternated
    (the CPU rule of "auto", ``jaxmb.batch._UNROLLED_DEPTH_CPU``); about 1 minute.
+13. ``compile_backend``: the compile time of the human's gradients w.r.t. the model
+   (inverse dynamics, forward dynamics, a 10-step ``simulate``; B = 1e3) with XLA's
+   defaults, with LLVM's optimisation passes off and with the older CPU loop emitter
+   (process-wide ``XLA_FLAGS`` in child processes, alternated, three rounds), and
+   each gradient's run time: how much of the compile is code generation; about 2
+   minutes.
 
 Run: ``python -m benchmarks.design [--quick] [--only gradient_parts,gradient_compile_parts]``
 (about 5 minutes, and about 1 more for sections 8 and 9: 40 s for section 8 at 20:58
@@ -535,7 +541,72 @@ def reverse_form(log=print) -> list:
 
 SECTIONS = ("reductions", "adjoint_size", "solvers", "assembly", "in_loop", "gait_filter", "gait_parts",
             "gradient_parts", "gradient_compile_parts", "reverse_form", "adjoint_reduction",
-            "kernel_crossover")  # fmt: skip
+            "kernel_crossover", "compile_backend")  # fmt: skip
+
+# One child process of compile_backend: the gradients w.r.t. the model of the human's
+# inverse dynamics, forward dynamics and a 10-step simulate (B = 1e3, per-sample
+# loads), each compiled from cleared caches (lower + compile) and run; JSON on stdout.
+_COMPILE_CHILD = """
+import json, sys, time
+import jax, jax.numpy as jnp, numpy as np
+jax.config.update("jax_enable_x64", True)
+import jaxmb
+sys.path.insert(0, sys.argv[1])
+from benchmarks import common
+model = jaxmb.seven_segment_human()
+B = 10**3
+q, qd, x = (jax.device_put(a) for a in common.states(model, B, seed=17))
+ld = jax.device_put(np.random.default_rng(18).normal(0.0, 10.0, (B, model.segments, 3)))
+fns = {
+    "inverse_dynamics": lambda m: jaxmb.inverse_dynamics(m, q, qd, x, ld),
+    "forward_dynamics": lambda m: jaxmb.forward_dynamics(m, q, qd, x, ld),
+    "simulate": lambda m: jaxmb.simulate(m, q, qd, x, 1e-3, steps=10).q,
+}
+out = {}
+for name, f in fns.items():
+    g = jax.grad(lambda m, f=f: jnp.sum(f(m) ** 2))
+    jax.clear_caches()
+    t0 = time.perf_counter()
+    c = jax.jit(g).lower(model).compile()
+    compile_s = time.perf_counter() - t0
+    common.block(c(model))
+    t0 = time.perf_counter()
+    for _ in range(20):
+        common.block(c(model))
+    out[name] = {"compile_s": compile_s, "run_ms": (time.perf_counter() - t0) / 20 * 1e3}
+print(json.dumps(out))
+"""
+
+
+def compile_backend(log=print, rounds: int = 3) -> list:
+    """Section 13: how much of the compile time of the human's gradients w.r.t. the
+    model XLA:CPU's code generation takes. Each round runs one child process per
+    setting of ``XLA_FLAGS``, alternated: the default; ``--xla_backend_optimization_level=0``
+    (LLVM's optimisation passes off: what they cost, and what the code then runs
+    at); ``--xla_cpu_use_fusion_emitters=false`` (the older loop emitter). The
+    flags are process-wide XLA settings, for this measurement only: the library
+    sets none."""
+    import json
+    import os
+    import pathlib
+    import subprocess
+
+    root = str(pathlib.Path(__file__).resolve().parent.parent)
+    settings = {"default": "", "llvm_O0": "--xla_backend_optimization_level=0",
+                "no_fusion_emitters": "--xla_cpu_use_fusion_emitters=false"}  # fmt: skip
+    rows = []
+    for r in range(rounds):
+        for key, flags in settings.items():
+            env = dict(os.environ, XLA_FLAGS=(os.environ.get("XLA_FLAGS", "") + " " + flags).strip())
+            res = subprocess.run([sys.executable, "-c", _COMPILE_CHILD, root], env=env, capture_output=True,
+                                 text=True, check=True, timeout=600)  # fmt: skip
+            got = json.loads(res.stdout.strip().splitlines()[-1])
+            for name, v in got.items():
+                rows.append({"round": r, "xla_flags": flags, "setting": key, "gradient_of": name, **v,
+                             "load": common.load()})  # fmt: skip
+            log(f"compile_backend round {r} {key}: "
+                + ", ".join(f"{k} {v['compile_s']:.2f} s ({v['run_ms']:.2f} ms)" for k, v in got.items()))
+    return rows
 
 
 def kernel_crossover(log=print) -> list:
@@ -618,6 +689,7 @@ def adjoint_reduction(log=print) -> list:
 
 def main(argv=None):
     argv = sys.argv[1:] if argv is None else argv
+    common.check_args(argv, __doc__, flags=("--quick",), options=("--only",))
     quick = "--quick" in argv
     only = None
     if "--only" in argv:
@@ -645,6 +717,7 @@ def main(argv=None):
         "reverse_form": reverse_form,
         "adjoint_reduction": adjoint_reduction,
         "kernel_crossover": kernel_crossover,
+        "compile_backend": compile_backend,
     }
     for name in SECTIONS:
         if only is None or name in only:
