@@ -60,6 +60,7 @@ from .simulate import Trajectory, simulate
 from . import maximal
 from . import identify
 from . import optimal
+from . import gait, io, plot, signal  # NumPy-only at import: no plotting backend, no JAX compile
 from .optimal import Movement, OptimalMovement, optimize
 from .trajectory import IKResult, hand_position, inverse_kinematics, workspace
 
@@ -123,6 +124,11 @@ __all__ = [
     "Trajectory",
     # maximal coordinates with Lagrange multipliers (a reference formulation)
     "maximal",
+    # gait analysis from lab files, file readers, filters and derivatives, figures
+    "gait",
+    "io",
+    "signal",
+    "plot",
     # segment parameters from measured forces
     "identify",
     # planned and optimal movements
