@@ -1728,5 +1728,16 @@ def _jitted(spec: Spec, model: Model, q, qd, x3, loads):
 
 def run(spec: Spec, model: Model, q, qd=None, x3=None, loads=None):
     """Compiled evaluation (``jax.jit``, cached by shapes, dtypes, the model's
-    topology and ``spec``): a direct call from Python dispatches to compiled code."""
-    return _jitted(spec, model, q, qd, x3, loads)
+    topology and ``spec``): a direct call from Python dispatches to compiled code.
+    JAX's error for forward mode through the default reverse-mode rule gets the
+    remedy appended."""
+    try:
+        return _jitted(spec, model, q, qd, x3, loads)
+    except TypeError as e:
+        if spec.gradient != "adjoint" or "forward-mode autodiff" not in str(e):
+            raise
+        raise TypeError(
+            f"{str(e).splitlines()[0]} jaxmb: gradient='adjoint' (the default) is a reverse-mode rule; for forward "
+            "mode applied first (jax.jvp, jax.jacfwd, jax.linearize) pass gradient='autodiff' to the jaxmb function "
+            "(jax.grad, jax.hessian and jax.jacfwd(jax.grad(f)) work with either)"
+        ) from e
