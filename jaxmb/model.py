@@ -427,6 +427,16 @@ def chain(
     else:
         length = _floats("length", length)
         n = length.reshape(-1).shape[0] if length.ndim else 1
+        # the count comes from length: a mismatch names every list's length, not the
+        # first one that differs from length's (which may be the only right one)
+        counts = {"length": n}
+        for nm, v in (("com", com), ("mass", mass), ("inertia", inertia)):
+            if isinstance(v, (list, tuple, np.ndarray)) and len(v) and np.isscalar(v[0]) or (
+                    isinstance(v, np.ndarray) and v.ndim == 1):  # fmt: skip
+                counts[nm] = len(v)  # a flat list: one value per segment (a ragged one: tree names it)
+        if len(set(counts.values())) > 1:
+            raise ValueError("length, com, mass and inertia must each have one value per segment, got "
+                             + ", ".join(f"{k} {c}" for k, c in counts.items()))
     parent = tuple(range(-1, n - 1))
     return tree(
         parent, length, com, mass, inertia,

@@ -78,3 +78,12 @@ def test_ragged_or_non_numeric_fields_name_the_field():
             jaxmb.chain(**{**args, field: value})
     with pytest.raises(ValueError, match=r"^parent must be a rectangular array"):
         jaxmb.tree([-1, [0]], [0.3, 0.25], 0.1, [2.0, 1.5], [0.02, 0.01])
+
+
+def test_chain_names_every_list_length_when_they_disagree():
+    # the count of segments comes from length: the message blamed mass when length
+    # was the short one
+    with pytest.raises(ValueError, match="one value per segment, got length 2, com 3, mass 3, inertia 3"):
+        jaxmb.chain(length=[0.3, 0.27], com=[0.13, 0.12, 0.07], mass=[2, 1.2, 0.4], inertia=[0.016, 0.008, 0.001])
+    # scalars broadcast and a (n, 2) com is one row per segment: no false alarm
+    assert jaxmb.chain([0.3, 0.27], [[0.13, 0.0], [0.12, 0.01]], 2.0, [0.016, 0.008]).segments == 2
