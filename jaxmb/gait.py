@@ -1002,7 +1002,8 @@ def analyze(
         lead, T = shape[:-2], shape[-2]
         force_a = _as_float(force, "force")
         if force_a.ndim < 2 or force_a.shape[-1] != 2 or force_a.shape[:-2] != lead:
-            raise ValueError(f"force must have shape {lead + ('Tf', 2)} (Fx, Fy, N), got {force_a.shape}")
+            want = "(" + ", ".join([str(d) for d in lead] + ["Tf", "2"]) + ")"
+            raise ValueError(f"force must have shape {want} (Fx, Fy, N; Tf force samples), got {force_a.shape}")
         Tf = force_a.shape[-2]
         cop_a = _as_float(cop, "cop")
         if cop_a.shape == lead + (Tf,):
@@ -1060,6 +1061,14 @@ def analyze(
         _check_finite_valid(pelvis_a, "pelvis", kmask)
     if (kin_frames < 4).any():
         raise ValueError("every trial needs at least 4 samples")
+    # a human thigh, shank or foot is 0.05 to 0.6 m long: joint centres in millimetres
+    # give segments 1000 times that, and moments a million times too large, silently
+    for (a, b), seg in zip(((0, 1), (1, 2), (2, 3)), ("thigh (hip-knee)", "shank (knee-ankle)", "foot (ankle-toe)")):
+        d = np.linalg.norm(PT[a] - PT[b], axis=-1)[kmask]
+        med = float(np.median(d[:: max(1, d.size // 10_000)]))
+        if med > 2.0:
+            raise ValueError(f"the {seg} is {med:.4g} m long (median over the samples): the joint centres must be "
+                             "in metres (divide millimetres by 1000)")
 
     # --- cut-offs
     auto = isinstance(cutoff, str)

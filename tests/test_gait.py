@@ -302,6 +302,16 @@ def test_analyze_rejects_nan_and_mismatched_shapes(running):
     kw["toe"] = kw["toe"][:-1]
     with pytest.raises(ValueError, match="toe"):
         gait.analyze(**kw)
+    kw = _decimated(running)
+    kw["force"] = np.concatenate([kw["force"], kw["force"][:, :1]], axis=1)
+    with pytest.raises(ValueError, match=r"force must have shape \(Tf, 2\)"):
+        gait.analyze(**kw)
+    # joint centres in millimetres: moments a million times too large, before this check
+    kw = _decimated(running)
+    for k in ("hip", "knee", "ankle", "toe"):
+        kw[k] = kw[k] * 1000.0
+    with pytest.raises(ValueError, match=r"the thigh \(hip-knee\) is .* m long.*divide millimetres by 1000"):
+        gait.analyze(**kw)
 
 
 # ------------------------------------------------------------- measured C3D trial
