@@ -802,6 +802,9 @@ class FitResult:
                     else:
                         row += f"{tr[i, j]:12.5g}{100 * err / tr[i, j]:9.2f}%"
                 lines.append(row)
+        if tr is not None:
+            lines.append("error: fit - true, in % of the true value; for the centre of mass in % of the segment's "
+                         "length (%L)")
         lines.append("RMS residuals: " + ", ".join(f"{k} {v:.4g} {'N m' if k == 'moments' else 'N'}"
                                                    for k, v in self.rms.items()))  # fmt: skip
         if self.base is not None:
