@@ -178,6 +178,13 @@ def _compile_cache(path: str | None, explicit: bool = False) -> str | None:
     return path
 
 
+def _plain(text: str) -> str:
+    """reST roles and literals as plain text (``:func:`jaxmb.x``` and ````x```` -> x)."""
+    import re
+
+    return re.sub(r":[a-z]+:`~?([^`]+)`", r"\1", text).replace("``", "")
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(
         prog="jaxmb", description="Planar multibody dynamics in JAX",
@@ -192,8 +199,9 @@ def main(argv=None) -> int:
     p = sub.add_parser("reach", help="joint torques of a minimum-jerk reach of the two-link arm")
     p.add_argument("--duration", type=float, default=0.5, help="movement time, s (default 0.5)")
     p.add_argument("--gravity", type=float, default=9.81, help="m/s^2 (0: horizontal plane)")
-    p.add_argument("--samples", type=int, default=201)
-    p.add_argument("--out", default="jaxmb-out", help="folder for the figure and summary ('' for none)")
+    p.add_argument("--samples", type=int, default=201, help="time samples of the movement (default 201)")
+    p.add_argument("--out", default="jaxmb-out",
+                   help="folder for the figure and summary (default jaxmb-out; '' for none)")  # fmt: skip
     p.set_defaults(func=_cmd_reach)
     b = sub.add_parser("bench", help="rerun the benchmarks (from a source checkout)")
     b.add_argument("rest", nargs=argparse.REMAINDER)
@@ -202,6 +210,9 @@ def main(argv=None) -> int:
 
     for name in _COMMANDS:  # each module's add_command(sub) adds its subcommand
         importlib.import_module(f"{__package__}.{name}").add_command(sub)
+    for p in sub.choices.values():  # descriptions from docstrings: no reST markup in --help
+        if p.description:
+            p.description = _plain(p.description)
     args = parser.parse_args(argv)
     if args.command != "bench":
         import jax

@@ -259,3 +259,14 @@ def test_gait_trc_errors_name_the_files(tmp_path, capsys):
     io.write_forces(forces, p)
     with pytest.warns(UserWarning, match=r"walk\.trc, line 1: not UTF-8 text \(byte 0xe9\); read as Latin-1"):
         assert cli.main(["gait", "--trc", str(trc), "--forces", str(forces), "--no-figures", "--out", str(out)]) == 0
+
+
+@pytest.mark.parametrize("command", ["gait", "identify", "optimal", "reach"])
+def test_help_is_plain_text(command, capsys):
+    # the descriptions come from the modules' docstrings: no reST roles or literals
+    with pytest.raises(SystemExit) as e:
+        cli.main([command, "--help"])
+    assert e.value.code == 0
+    out = capsys.readouterr().out
+    assert f"jaxmb {command}" in out
+    assert "``" not in out and ":func:" not in out
