@@ -171,7 +171,22 @@ class Model:
         return Model(**fields)
 
     def astype(self, dtype) -> "Model":
-        """The same model with every parameter cast to ``dtype``."""
+        """The same model with every parameter cast to ``dtype``.
+
+        Casting float32 parameters to float64 keeps float32's rounding (about 1e-7
+        relative) and warns: the usual cause is a model made before
+        ``jax.config.update("jax_enable_x64", True)`` (without x64 its arrays are
+        float32) and then used with float64 inputs."""
+        if jnp.dtype(dtype) == jnp.float64 and any(
+                getattr(x, "dtype", None) == jnp.float32 for x in jax.tree_util.tree_leaves(self)):  # fmt: skip
+            import warnings
+
+            warnings.warn(
+                "the model's parameters are float32 and are used at float64: they keep float32's rounding (about "
+                "1e-7 relative). A model made before jax.config.update('jax_enable_x64', True) is float32; make it "
+                "after that call, or cast it on purpose with model.astype(numpy.float32) only for float32 inputs",
+                stacklevel=2,
+            )
         return jax.tree_util.tree_map(lambda x: jnp.asarray(x, dtype), self)
 
     def __repr__(self) -> str:  # compact: topology, not arrays

@@ -1,6 +1,8 @@
 """Joints at a parent's distal end follow its length (replace, grad), explicit ones stay;
 segment indices and the checks of ragged fields."""
 
+import warnings
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -87,3 +89,17 @@ def test_chain_names_every_list_length_when_they_disagree():
         jaxmb.chain(length=[0.3, 0.27], com=[0.13, 0.12, 0.07], mass=[2, 1.2, 0.4], inertia=[0.016, 0.008, 0.001])
     # scalars broadcast and a (n, 2) com is one row per segment: no false alarm
     assert jaxmb.chain([0.3, 0.27], [[0.13, 0.0], [0.12, 0.01]], 2.0, [0.016, 0.008]).segments == 2
+
+
+def test_a_float32_model_used_at_float64_warns():
+    # a model made before jax_enable_x64 is float32: used with float64 inputs its
+    # parameters keep float32's rounding, silently before this warning
+    m32 = jaxmb.chain([0.3, 0.27], [0.13, 0.12], [2.0, 1.2], [0.016, 0.008]).astype(np.float32)
+    q = np.ones(2)
+    with pytest.warns(UserWarning, match="parameters are float32 and are used at float64"):
+        tau = jaxmb.inverse_dynamics(m32, q, q, q)
+    assert tau.dtype == np.float64
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # float32 inputs, or a float64 model: no warning
+        jaxmb.inverse_dynamics(m32, q.astype(np.float32), q.astype(np.float32), q.astype(np.float32))
+        jaxmb.inverse_dynamics(jaxmb.chain([0.3, 0.27], [0.13, 0.12], [2.0, 1.2], [0.016, 0.008]), q, q, q)
