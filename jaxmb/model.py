@@ -75,6 +75,17 @@ class Model:
     coordinates: str = "relative"
     attach_end: tuple = ()
 
+    def __post_init__(self):
+        # a Model made directly (not by chain or tree, which check every value first)
+        # must still be a tree: a cycle in parent made ancestor_matrix loop forever.
+        # The arrays are not checked here: JAX makes Models of tracers, and gradients
+        # and tangents are Models whose "masses" may be any number
+        if not isinstance(self.parent, tuple) or not isinstance(self.names, tuple):
+            raise ValueError(f"parent and names must be tuples, got {type(self.parent).__name__} and "
+                             f"{type(self.names).__name__}: build models with jaxmb.chain or jaxmb.tree")  # fmt: skip
+        _check_structure(self.parent, self.names, self.base, self.coordinates,
+                         self.attach_end if isinstance(self.attach_end, tuple) else None)  # fmt: skip
+
     # ------------------------------------------------------------------ sizes
     @property
     def segments(self) -> int:
@@ -266,14 +277,20 @@ def _is_traced(x) -> bool:
     return isinstance(x, jax.core.Tracer)
 
 
-def _build(length, com, mass, inertia, attach, origin, gravity, parent, names, base, coordinates, attach_end=None):
-    """Validate eagerly and assemble a Model (all checks name the field and segment)."""
+@functools.lru_cache(maxsize=1024)
+def _check_structure(parent: tuple, names: tuple, base, coordinates, attach_end=None) -> None:
+    """ValueError unless the static fields describe a valid tree: parent a tuple of
+    ints with one root, segment 0, and every parent before its child (so no cycle);
+    names distinct non-empty strs, one per segment; known base and coordinates;
+    attach_end one bool per segment (empty: none at the distal end; None: not
+    checked). Cached: it runs whenever a Model is made, JAX's own unflattening
+    included (parent and names are tuples by then)."""
     if base not in BASES:
         raise ValueError(f"base must be one of {BASES}, got {base!r}")
     if coordinates not in COORDINATES:
         raise ValueError(f"coordinates must be one of {COORDINATES}, got {coordinates!r}")
-
-    parent = tuple(int(p) for p in _floats("parent", parent, int).reshape(-1))
+    if not all(isinstance(p, (int, np.integer)) and not isinstance(p, bool) for p in parent):
+        raise ValueError(f"parent must hold ints (the parent index of each segment, -1 for the root), got {parent!r}")
     n = len(parent)
     if n == 0:
         raise ValueError("a model needs at least one segment (parent is empty)")
@@ -290,10 +307,6 @@ def _build(length, com, mass, inertia, attach, origin, gravity, parent, names, b
             raise ValueError(
                 f"parent of segment {i} is {p}: parents must come before their children (parent < index)"
             )
-
-    if names is None:
-        names = tuple(f"segment{i}" for i in range(n))
-    names = tuple(names)
     if len(names) != n:
         raise ValueError(f"names must have {n} entries (one per segment), got {len(names)}")
     for i, nm in enumerate(names):
@@ -304,6 +317,23 @@ def _build(length, com, mass, inertia, attach, origin, gravity, parent, names, b
         if nm in seen:
             raise ValueError(f"duplicate segment name {nm!r} (segments {seen[nm]} and {i})")
         seen[nm] = i
+    if attach_end not in (None, ()) and len(attach_end) != n:
+        raise ValueError(f"attach_end must have {n} entries (one per segment), got {len(attach_end)}")
+
+
+def _build(length, com, mass, inertia, attach, origin, gravity, parent, names, base, coordinates, attach_end=None):
+    """Validate eagerly and assemble a Model (all checks name the field and segment)."""
+    pf = _floats("parent", parent).reshape(-1)
+    if not np.all(np.isfinite(pf) & (pf == np.round(pf))):
+        raise ValueError(f"parent must hold integer indices (-1 for the root), got {np.asarray(parent).tolist()}")
+    parent = tuple(int(p) for p in pf)
+    n = len(parent)
+    if names is None:
+        names = tuple(f"segment{i}" for i in range(n))
+    if isinstance(names, str):
+        raise ValueError(f"names must be a sequence of {n} segment names, got the str {names!r}")
+    names = tuple(names)
+    _check_structure(parent, names, base, coordinates)
 
     length = _vector("length", length, n, names)
     mass = _vector("mass", mass, n, names)
@@ -360,6 +390,8 @@ def _build(length, com, mass, inertia, attach, origin, gravity, parent, names, b
             raise ValueError(f"gravity must be a scalar (m/s^2, acting along -y), got shape {gravity.shape}")
         if not np.isfinite(gravity):
             raise ValueError(f"gravity is not finite: {gravity}")
+        if gravity < 0:
+            raise ValueError(f"gravity is the magnitude g >= 0 (m/s^2; it acts along -y), got {float(gravity)}")
 
     arr = lambda x: x if _is_traced(x) else jnp.asarray(x)  # noqa: E731
     return Model(

@@ -103,3 +103,32 @@ def test_a_float32_model_used_at_float64_warns():
         warnings.simplefilter("error")  # float32 inputs, or a float64 model: no warning
         jaxmb.inverse_dynamics(m32, q.astype(np.float32), q.astype(np.float32), q.astype(np.float32))
         jaxmb.inverse_dynamics(jaxmb.chain([0.3, 0.27], [0.13, 0.12], [2.0, 1.2], [0.016, 0.008]), q, q, q)
+
+
+def test_a_model_made_directly_is_checked():
+    # Model(...) bypasses chain/tree: a cycle in parent hung ancestor_matrix forever
+    # and an unknown base ran as a fixed one. Its arrays are not checked (gradients
+    # are Models too, with any values): chain and tree check them
+    kw = dict(length=jnp.array([0.3, 0.27]), com=jnp.zeros((2, 2)), inertia=jnp.array([0.01, 0.01]),
+              attach=jnp.array([0.0, 0.3]), origin=jnp.zeros(2), gravity=jnp.array(9.81), names=("a", "b"),
+              mass=jnp.array([1.0, 1.0]))  # fmt: skip
+    ok = jaxmb.Model(parent=(-1, 0), **kw)
+    assert ok.segments == 2
+    for bad, match in ((dict(parent=(-1, 1)), "parents must come before their children"),
+                       (dict(parent=(-1, 0), base="flying"), "base must be one of"),
+                       (dict(parent=[-1, 0]), "parent and names must be tuples"),
+                       (dict(parent=(-1, 0), names=("a", "a")), "duplicate segment name 'a'")):  # fmt: skip
+        with pytest.raises(ValueError, match=match):
+            jaxmb.Model(**{**kw, **bad})
+    # the builders: float parent indices were truncated (0.9 -> 0), a str was split
+    # into one-letter names, a negative gravity flipped the gravity terms
+    with pytest.raises(ValueError, match="parent must hold integer indices"):
+        jaxmb.tree([-1, 0.9, 1.9], [1, 1, 1], [0.5, 0.5, 0.5], [1, 1, 1], [1, 1, 1])
+    with pytest.raises(ValueError, match="names must be a sequence of 2 segment names, got the str 'ab'"):
+        jaxmb.chain([0.3, 0.27], [0.13, 0.12], [2.0, 1.2], [0.016, 0.008], names="ab")
+    with pytest.raises(ValueError, match="gravity is the magnitude g >= 0"):
+        jaxmb.chain([0.3, 0.27], [0.13, 0.12], [2.0, 1.2], [0.016, 0.008], gravity=-9.81)
+    # a stack of models (leading axis) and models of tracers pass
+    stacked = jax.tree_util.tree_map(lambda a, b: jnp.stack([a, b]), ok, ok)
+    assert stacked.mass.shape == (2, 2)
+    assert jax.jit(lambda m: m.replace(mass=2 * m.mass).mass)(ok).shape == (2,)
