@@ -79,9 +79,13 @@ def _inputs(model: Model, *xs, names=("q", "qd", "qdd", "tau")):
 
 def _batched(model: Model, arrays, names, loads=None):
     """Check (..., dof) arrays and loads; their leading shapes must broadcast."""
-    out = [None if x is None else check_batch(model, x, nm) for x, nm in zip(arrays, names)]
+    for x, nm in zip(arrays, names):
+        if x is None:
+            raise ValueError(f"{nm} is required, got None (an array of shape ({model.dof},) or (..., {model.dof}); "
+                             "zeros for a state at rest)")  # fmt: skip
+    out = [check_batch(model, x, nm) for x, nm in zip(arrays, names)]
     loads = check_loads(model, loads, None, batched=True)
-    shapes = {nm: np.shape(x)[:-1] for x, nm in zip(out, names) if x is not None}
+    shapes = {nm: np.shape(x)[:-1] for x, nm in zip(out, names)}
     if loads is not None and np.ndim(loads) > 2:
         shapes["loads"] = np.shape(loads)[:-2]
     try:
@@ -421,10 +425,11 @@ def torque_components(model: Model, q, qd, qdd, loads=None, *, gradient: str = "
         "coriolis": _batch.run(spec, nog, q, qd, z),
         "gravity": _batch.run(spec, model, q, z, z),
     }
-    ext = _batch.run(spec, nog, q, z, z, loads) if loads is not None else jnp.zeros_like(parts["gravity"])
-    parts["external"] = jnp.broadcast_to(ext, jnp.broadcast_shapes(ext.shape, parts["gravity"].shape))
+    parts["external"] = _batch.run(spec, nog, q, z, z, loads) if loads is not None else jnp.zeros_like(parts["gravity"])
     parts["total"] = parts["inertial"] + parts["coriolis"] + parts["gravity"] + parts["external"]
-    return parts
+    # every term with the inputs' broadcast leading shape (each depends on some of
+    # them only: the inertial term on q and qd's shape was q's alone)
+    return {k: jnp.broadcast_to(v, parts["total"].shape) for k, v in parts.items()}
 
 
 @batched_states("q", "qd")

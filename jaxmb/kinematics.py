@@ -347,7 +347,7 @@ def pose(model: Model, q, z=None):
     model, dtype = prepare(model, q)
     q = q.astype(dtype)
     if z is not None:
-        z = jnp.asarray(z)
+        z = jnp.asarray(check_array(z, "z"))
         if z.shape != (model.segments, 2):
             raise ValueError(
                 f"z must have shape ({model.segments}, 2): one world-frame (x, y) translation "
@@ -404,7 +404,7 @@ def whole_body_com(model: Model, q):
 
 def _point_fn(model: Model, segment: Segment, point):
     i = model.index(segment)
-    point = jnp.asarray(point)
+    point = jnp.asarray(check_array(point, "point"))
     if point.shape != (2,):
         raise ValueError(f"point must have shape (2,) (along, across in segment {i}'s frame), got {point.shape}")
 

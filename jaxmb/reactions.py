@@ -32,8 +32,8 @@ __all__ = ["joint_reactions"]
 def _joint_indices(model: Model, joints):
     if joints is None:
         return tuple(range(model.segments))
-    if isinstance(joints, (str, int, np.integer)):
-        joints = (joints,)
+    if isinstance(joints, (str, int, np.integer)) or np.ndim(joints) == 0:
+        joints = (joints,)  # one joint; model.index names what is not an index or a name
     idx = tuple(model.index(j) for j in joints)
     if not idx:
         raise ValueError("joints is empty: give None for all joints, or a list of indices or names")

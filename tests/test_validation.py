@@ -541,3 +541,29 @@ def test_import_changes_no_global_setting():
     assert x64 == "False", "import jaxmb switched jax_enable_x64 on"
     assert pyplot == "False", "import jaxmb imported matplotlib.pyplot"
     assert same_backend == "True", "import jaxmb changed the matplotlib backend"
+
+
+def test_points_offsets_and_missing_states_are_checked():
+    # a NaN or complex point and a NaN z went through silently (NaN positions, the
+    # imaginary part dropped); qd=None failed deep in the kernel; joints=1.0 with a
+    # bare TypeError
+    with pytest.raises(ValueError, match="point is not finite"):
+        mb.point_position(MODEL, Q, 1, (np.nan, 0.0))
+    with pytest.raises(ValueError, match="point must be a real array"):
+        mb.point_jacobian(MODEL, Q, 1, (0.1 + 1j, 0.0))
+    with pytest.raises(ValueError, match="z is not finite"):
+        mb.pose(MODEL, Q, z=np.full((MODEL.segments, 2), np.nan))
+    with pytest.raises(ValueError, match="qd is required, got None"):
+        mb.inverse_dynamics(MODEL, Q, None, Q)
+    with pytest.raises(ValueError, match="a segment is given by an int index or a str name, got 1.0"):
+        mb.joint_reactions(MODEL, Q, Q, Q, joints=1.0)
+
+
+def test_torque_components_share_the_broadcast_leading_shape():
+    # the terms depend on different inputs: each had its own leading shape
+    QD = np.random.default_rng(3).normal(size=(5, MODEL.dof))
+    loads = np.random.default_rng(4).normal(size=(4, 1, MODEL.segments, 3))
+    parts = mb.torque_components(MODEL, Q, QD, np.zeros(MODEL.dof), loads)
+    assert {v.shape for v in parts.values()} == {(4, 5, MODEL.dof)}
+    np.testing.assert_allclose(parts["total"], mb.inverse_dynamics(MODEL, Q, QD, np.zeros(MODEL.dof), loads),
+                               rtol=1e-12, atol=1e-9)  # fmt: skip
