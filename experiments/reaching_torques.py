@@ -74,7 +74,7 @@ def main():
         s = _summary(res)
         s["fractions"] = fractions(res, g)
         results[name] = s
-        fig = torque_components_figure(res["t"], res, joint_names=JOINTS,
+        fig = torque_components_figure(res["t"], res, joint_names=JOINTS, model=jaxmb.two_link_arm(),
                                        title=f"{name.replace('_', ' ')}: {duration} s, g = {g} m/s$^2$")
         fig.savefig(os.path.join(DOCS, f"reaching_torques_{name}.png"), dpi=100)
         f = s["fractions"]

@@ -76,7 +76,10 @@ def _plot(res, title) -> bytes:
     from .io import _png
     from .plot import torque_components_figure
 
-    fig = torque_components_figure(res["t"], res, joint_names=("shoulder", "elbow"), title=title)
+    from .anthropometry import two_link_arm
+
+    fig = torque_components_figure(res["t"], res, joint_names=("shoulder", "elbow"), title=title,
+                                   model=two_link_arm())  # the units: two joint angles, N m  # fmt: skip
     return _png(fig, dpi=120)
 
 

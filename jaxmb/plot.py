@@ -10,14 +10,19 @@ _TERMS = (("inertial", "M q̈ (inertial)"), ("coriolis", "C (Coriolis/centripeta
           ("gravity", "G (gravity)"), ("external", "E (external)"), ("total", "total"))
 
 
-def torque_components_figure(t, parts, *, joint_names=None, title=None):
-    """One panel per joint with the terms of tau = M qdd + C + G + E over time.
+def torque_components_figure(t, parts, *, joint_names=None, title=None, model=None):
+    """One panel per generalized coordinate with the terms of tau = M qdd + C + G + E
+    over time.
 
     Args:
       t: (T,) time, s.
-      parts: dict of (T, dof) arrays as returned by ``jax.vmap(torque_components)``.
-      joint_names: optional names of the dof.
+      parts: dict of (T, dof) arrays as returned by :func:`jaxmb.torque_components`
+        on a (T, dof) time series.
+      joint_names: optional names of the dof (default: from ``model``, else q0, q1, ...).
       title: optional figure title.
+      model: optional; gives each panel its unit (N for a floating base's two
+        translations, N m for the angles) and default names. Without it every
+        panel reads "N m (N for a translation)".
 
     Returns:
       a ``matplotlib.figure.Figure`` (save it with ``fig.savefig``).
@@ -25,8 +30,20 @@ def torque_components_figure(t, parts, *, joint_names=None, title=None):
     from matplotlib.figure import Figure
 
     total = np.asarray(parts["total"])
+    t = np.asarray(t)
+    if total.ndim != 2 or t.shape != total.shape[:1]:
+        raise ValueError(f"parts must hold (T, dof) arrays over the (T,) times, got t {t.shape} and total "
+                         f"{total.shape}")  # fmt: skip
     dof = total.shape[1]
-    names = joint_names or [f"q{j}" for j in range(dof)]
+    nb = 0 if model is None else model.nbase
+    if model is not None and model.dof != dof:
+        raise ValueError(f"parts have {dof} coordinates but the model has dof={model.dof}")
+    if joint_names is None:
+        joint_names = ([f"q{j}" for j in range(dof)] if model is None
+                       else ["base x", "base y"][:nb] + list(model.names))  # fmt: skip
+    names = list(joint_names)
+    if len(names) != dof:
+        raise ValueError(f"joint_names must have {dof} entries (one per coordinate), got {len(names)}")
     fig = Figure(figsize=(4.2 * dof, 3.6), layout="constrained")
     axes = fig.subplots(1, dof, sharex=True, squeeze=False)[0]
     for j, ax in enumerate(axes):
@@ -36,8 +53,9 @@ def torque_components_figure(t, parts, *, joint_names=None, title=None):
                 ax.plot(t, np.asarray(parts[key])[:, j], label=label, **style)
         ax.set_title(names[j])
         ax.set_xlabel("time (s)")
+        unit = "N m (N for a translation)" if model is None else ("N" if j < nb else "N m")
+        ax.set_ylabel(f"generalized force ({unit})")
         ax.axhline(0, color="0.7", lw=0.8)
-    axes[0].set_ylabel("torque (N m)")
     axes[-1].legend(fontsize=8, loc="best")
     if title:
         fig.suptitle(title)
@@ -49,7 +67,7 @@ def stick_figure(model, qs, *, every=1, ax=None, color="C0"):
 
     Args:
       model: a jaxmb Model.
-      qs: (T, dof) coordinates.
+      qs: (T, dof) coordinates, or (dof,) for one pose.
       every: draw one pose in ``every``.
       ax: an existing matplotlib Axes; a new Figure is made when None.
 
@@ -60,10 +78,16 @@ def stick_figure(model, qs, *, every=1, ax=None, color="C0"):
 
     from .kinematics import distal_positions, joint_positions
 
+    qs = np.asarray(qs)
+    if qs.ndim == 1:
+        qs = qs[None]  # one pose
+    if qs.ndim != 2 or qs.shape[1] != model.dof:
+        raise ValueError(f"qs must have shape (T, {model.dof}) or ({model.dof},) for one pose, got {qs.shape}")
+    if isinstance(every, bool) or not isinstance(every, (int, np.integer)) or every < 1:
+        raise ValueError(f"every must be an int >= 1 (draw one pose in every), got {every!r}")
     if ax is None:
         fig = Figure(figsize=(5, 5), layout="constrained")
         ax = fig.subplots()
-    qs = np.asarray(qs)
     for k in range(0, qs.shape[0], every):
         P = np.asarray(joint_positions(model, qs[k]))
         Dd = np.asarray(distal_positions(model, qs[k]))

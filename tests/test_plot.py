@@ -1,0 +1,43 @@
+"""The figure helpers: units per panel, and their input checks (headless: the object
+API, no backend)."""
+
+import numpy as np
+import pytest
+
+import jaxmb
+from jaxmb import plot
+
+
+def _parts(model, T=6):
+    q = np.tile(np.r_[np.zeros(model.nbase), np.linspace(0.1, 0.4, model.segments)], (T, 1))
+    qd = np.full_like(q, 0.3)
+    return jaxmb.torque_components(model, q, qd, np.zeros_like(q)), q
+
+
+def test_torque_components_figure_gives_each_panel_its_unit():
+    human = jaxmb.seven_segment_human()
+    parts, _ = _parts(human)
+    t = np.arange(6) / 100
+    fig = plot.torque_components_figure(t, parts, model=human)
+    labels = [ax.get_ylabel() for ax in fig.axes]
+    # a floating base: its two translations are forces (N), the angles moments (N m)
+    assert labels[:2] == ["generalized force (N)"] * 2 and set(labels[2:]) == {"generalized force (N m)"}
+    assert [ax.get_title() for ax in fig.axes][:3] == ["base x", "base y", human.names[0]]
+    # without the model every panel says both units
+    assert {ax.get_ylabel() for ax in plot.torque_components_figure(t, parts).axes} == {
+        "generalized force (N m (N for a translation))"}
+    with pytest.raises(ValueError, match="joint_names must have 9 entries"):
+        plot.torque_components_figure(t, parts, joint_names=["a"])
+    with pytest.raises(ValueError, match="parts have 9 coordinates but the model has dof=2"):
+        plot.torque_components_figure(t, parts, model=jaxmb.two_link_arm())
+
+
+def test_stick_figure_takes_one_pose_and_checks_every():
+    arm = jaxmb.two_link_arm()
+    _, q = _parts(arm)
+    assert len(plot.stick_figure(arm, q[0]).axes[0].lines) == arm.segments  # one pose
+    assert len(plot.stick_figure(arm, q, every=2).axes[0].lines) == 3 * arm.segments
+    with pytest.raises(ValueError, match="every must be an int >= 1"):
+        plot.stick_figure(arm, q, every=0)
+    with pytest.raises(ValueError, match=r"qs must have shape \(T, 2\)"):
+        plot.stick_figure(arm, q[:, :1])
