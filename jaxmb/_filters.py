@@ -360,7 +360,9 @@ def sosfiltfilt_jax(
         # scipy: ntaps = 2 * n_sections + 1 - min(trailing zeros of b2, a2)
         ntaps = 2 * len(sos) + 1 - min(int((sos[:, 2] == 0).sum()), int((sos[:, 5] == 0).sum()))
         padlen = 3 * ntaps
-    padlen = int(padlen)
+    padlen = _signal._int_at_least(padlen, "padlen", 0, " (samples of odd extension at each end)")
+    unroll = _signal._int_at_least(unroll, "unroll", 1, " (time steps per loop iteration)")
+    block = _signal._int_at_least(block, "block", 1, " (samples per block)")
     if x.shape[axis] <= padlen:
         raise ValueError(f"x has {x.shape[axis]} samples along axis {axis}: needs more than padlen={padlen}")
     if method not in _METHODS:
@@ -433,7 +435,7 @@ def _lowpass_design(rate, cutoff, order, correct, padlen):
     sos = ss.butter(order, fc / (rate / 2.0), btype="low", output="sos")
     if padlen is None:
         padlen = 3 * (order + 1)
-    return sos, int(padlen)
+    return sos, _signal._int_at_least(padlen, "padlen", 0, " (samples of odd extension at each end)")
 
 
 @functools.lru_cache(maxsize=64)

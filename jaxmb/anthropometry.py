@@ -517,6 +517,16 @@ def _angles(x):
     return x if isinstance(x, jax.Array) else np.asarray(x, dtype=float)
 
 
+def _shift(x, pointing, sign: float):
+    """x + sign * offsets, with a sequence of pointings matched to x's last axis."""
+    x, off = _angles(x), _offsets(pointing)
+    if np.ndim(off) and (np.ndim(x) == 0 or np.shape(x)[-1] != len(off)):
+        raise ValueError(f"pointing has {len(off)} entries but the angles' last axis has "
+                         f"{np.shape(x)[-1] if np.ndim(x) else 'none (a scalar)'}: give one pointing per angle, "
+                         "or one str for all")  # fmt: skip
+    return x + sign * off
+
+
 def from_vertical(phi, pointing: str | Sequence[str] = "down"):
     """Segment angles from the vertical (Blajer & Czaplicki) to jaxmb absolute angles.
 
@@ -539,7 +549,7 @@ def from_vertical(phi, pointing: str | Sequence[str] = "down"):
     Returns:
       theta, same shape, rad (not wrapped).
     """
-    return _angles(phi) + _offsets(pointing)
+    return _shift(phi, pointing, 1.0)
 
 
 def to_vertical(theta, pointing: str | Sequence[str] = "down"):
@@ -552,4 +562,4 @@ def to_vertical(theta, pointing: str | Sequence[str] = "down"):
     Returns:
       phi, same shape, rad (not wrapped).
     """
-    return _angles(theta) - _offsets(pointing)
+    return _shift(theta, pointing, -1.0)

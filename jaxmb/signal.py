@@ -50,10 +50,15 @@ def _positive_rate(rate) -> float:
     return _positive(rate, "rate", "Hz")
 
 
+def _int_at_least(x, name: str, minimum: int, what: str = "") -> int:
+    """An int (not a bool, not a float) >= minimum, or a ValueError naming it."""
+    if isinstance(x, bool) or not isinstance(x, (int, np.integer)) or x < minimum:
+        raise ValueError(f"{name} must be an int >= {minimum}{what}, got {x!r}")
+    return int(x)
+
+
 def _order(order) -> int:
-    if isinstance(order, bool) or not isinstance(order, (int, np.integer)) or order < 1:
-        raise ValueError(f"order must be an int >= 1, got {order!r}")
-    return int(order)
+    return _int_at_least(order, "order", 1)
 
 
 def _finite_array(x, name: str = "x") -> np.ndarray:
@@ -153,6 +158,7 @@ def lowpass(x, rate, cutoff, order: int = 2, axis: int = 0, *, correct: bool = F
     sos = ss.butter(order, fc / (rate / 2.0), btype="low", output="sos")
     if padlen is None:
         padlen = 3 * (order + 1)  # filtfilt's default 3 * max(len(a), len(b))
+    padlen = _int_at_least(padlen, "padlen", 0, " (samples of odd extension at each end)")
     if x.shape[axis] <= padlen:
         raise ValueError(f"x has {x.shape[axis]} samples along axis {axis}: lowpass needs more than padlen={padlen}")
     return ss.sosfiltfilt(sos, x, axis=axis, padtype="odd", padlen=padlen)

@@ -153,3 +153,21 @@ def test_split_method_matches_scipy_random(order, padlen):
     got = lowpass_jax(x.astype(np.float32), RATE, 5.0, order, axis=1, method="split", block=50)
     assert got.dtype == jnp.float32
     assert _rel(got, signal.lowpass(x, RATE, 5.0, order, axis=1)) < 1e-4
+
+
+def test_filter_options_are_checked():
+    # unroll=0 hung the XLA compile, block=0 divided by zero, a negative or
+    # fractional padlen failed in a reshape or was truncated
+    import jaxmb
+
+    x = np.sin(np.linspace(0.0, 3.0, 200))
+    for kw, match in ((dict(unroll=0), "unroll must be an int >= 1"),
+                      (dict(method="blocked", block=0), "block must be an int >= 1"),
+                      (dict(padlen=-3, method="strided"), "padlen must be an int >= 0"),
+                      (dict(padlen=2.5), "padlen must be an int >= 0")):  # fmt: skip
+        with pytest.raises(ValueError, match=match):
+            lowpass_jax(x, 100.0, 6.0, **kw)
+    with pytest.raises(ValueError, match="padlen must be an int >= 0"):
+        signal.lowpass(x, 100.0, 6.0, padlen=2.5)
+    with pytest.raises(ValueError, match="pointing has 2 entries but the angles' last axis has 7"):
+        jaxmb.from_vertical(np.zeros(7), ("up", "down"))
