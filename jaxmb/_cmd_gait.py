@@ -131,19 +131,28 @@ def _message(e: BaseException) -> str:
 
 def _load_one(args, path=None):
     """One measured trial: from the C3D file ``path``, or from --trc and --forces."""
+    import warnings
+
     from . import gait, io
 
     try:
-        if path is not None:
-            sg = gait.sagittal(io.read_c3d(path, warn_gaps=False), side=args.side)
-            name = path
-        else:
-            sg = gait.sagittal(io.read_trc(args.trc, warn_gaps=False), io.read_forces(args.forces), side=args.side)
-            name = f"{args.trc} + {args.forces}"
+        # the readers' warnings (renamed duplicate labels, a Latin-1 file) as notes of
+        # the command, not Python's warning lines with a source path
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            if path is not None:
+                sg = gait.sagittal(io.read_c3d(path, warn_gaps=False), side=args.side)
+                name = path
+            else:
+                sg = gait.sagittal(io.read_trc(args.trc, warn_gaps=False), io.read_forces(args.forces),
+                                   side=args.side)  # fmt: skip
+                name = f"{args.trc} + {args.forces}"
     except ImportError as e:
         raise InputError(str(e)) from None
     except (OSError, ValueError, KeyError) as e:
         raise InputError(_message(e)) from None
+    for w in caught:
+        print(f"jaxmb gait: note: {w.message}", file=sys.stderr)
     if sg.stance is None:
         raise InputError(f"the {args.side} foot touches no force plate in {name}")
     body_mass = args.body_mass
@@ -247,10 +256,13 @@ def _trials_table(names, results, stances):
     return text.getvalue(), lines
 
 
-def _csv(names, time, *columns, header):
+def _csv(names, time, *columns, header, unit=None):
+    """CSV text: a time column (s) and the columns; ``unit`` appended to every
+    column name (hip_Nm), as the optimal command's headers carry their units."""
     cols = [time] + [np.asarray(c) for c in columns]
     arr = np.column_stack(cols)
-    lines = [",".join(("time",) + tuple(header))]
+    header = tuple(header) if unit is None else tuple(f"{h}_{unit}" for h in header)
+    lines = [",".join(("time_s",) + header)]
     lines += [",".join(f"{v:.9g}" for v in row) for row in arr]
     return "\n".join(lines) + "\n"
 
@@ -261,15 +273,17 @@ def _tables(res):
 
     t = res.time
     out = {}
-    for key in ("angles", "velocities", "moments", "powers"):
-        out[f"{key}.csv"] = _csv(None, t, *res.__getattribute__(key).T, header=JOINTS)
+    units = {"angles": "rad", "velocities": "rad_s", "moments": "Nm", "powers": "W"}
+    for key, unit in units.items():
+        out[f"{key}.csv"] = _csv(None, t, *res.__getattribute__(key).T, header=JOINTS, unit=unit)
     hdr = [f"{j}_{c}" for j in JOINTS for c in ("x", "y")]
-    out["reactions.csv"] = _csv(None, t, *res.reactions.reshape(len(t), 6).T, header=hdr)
+    out["reactions.csv"] = _csv(None, t, *res.reactions.reshape(len(t), 6).T, header=hdr, unit="N")
     hdr = [f"{j}_{c}" for j in JOINTS for c in ("axial", "shear")]
-    out["reactions_segment.csv"] = _csv(None, t, *res.reactions_segment.reshape(len(t), 6).T, header=hdr)
-    out["ground_reaction.csv"] = _csv(None, t, *res.force.T, *res.cop.T, header=("fx", "fy", "cop_x", "cop_y"))
+    out["reactions_segment.csv"] = _csv(None, t, *res.reactions_segment.reshape(len(t), 6).T, header=hdr, unit="N")
+    out["ground_reaction.csv"] = _csv(None, t, *res.force.T, *res.cop.T,
+                                      header=("fx_N", "fy_N", "cop_x_m", "cop_y_m"))  # fmt: skip
     if res.body_mass is not None:
-        out["moments_per_kg.csv"] = _csv(None, t, *res.moments_per_kg.T, header=JOINTS)
+        out["moments_per_kg.csv"] = _csv(None, t, *res.moments_per_kg.T, header=JOINTS, unit="Nm_per_kg")
     return out
 
 
@@ -311,7 +325,7 @@ def _summary(res, truth, stance, desc):
         err = gait.rms_errors(res, truth[0], truth[1])
         lines.append(f"{'joint':8s}{'moment RMS error':>18s}{'RMS moment':>12s}{'force RMS error':>17s}{'RMS force':>11s}")
         for j, joint in enumerate(gait.JOINTS):
-            lines.append(f"{joint:8s}{err['moments'][j]:15.3f} Nm{err['moments_rms'][j]:9.1f} Nm"
+            lines.append(f"{joint:8s}{err['moments'][j]:14.3f} N m{err['moments_rms'][j]:8.1f} N m"
                          f"{err['forces'][j]:15.3f} N{err['forces_rms'][j]:9.1f} N")  # fmt: skip
         return lines, err
     n = stance.stop - stance.start
