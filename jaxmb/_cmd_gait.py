@@ -388,8 +388,9 @@ def _write(outputs, out):
         try:
             _write_files({os.path.join(folder, name): data for folder, files in outputs.items()
                           for name, data in files.items()})  # fmt: skip
-        except OSError as e:
-            raise InputError(f"cannot write the outputs to {out}: {_message(e)}") from None
+        except OSError as e:  # the writer names the file it could not write
+            where = e.filename if e.filename is not None and e.strerror else out
+            raise InputError(f"cannot write the outputs (nothing was written): {where}: {e.strerror or e}") from None
     except InputError:
         for d in reversed(made):
             try:

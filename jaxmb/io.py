@@ -22,7 +22,9 @@ Formats:
 The results are NumPy arrays, not JAX arrays: convert with ``jnp.asarray`` where a
 jitted computation needs them. Writers are atomic: they write a temporary file in the
 target directory and rename it over the target, so a failed write leaves no partial
-file.
+file (and its error names the target). They write every number so that it reads back
+as the same float64 (``decimals=`` gives fixed-point instead), and refuse, before
+writing anything, data that their reader would reject or read differently.
 """
 
 from __future__ import annotations
@@ -30,6 +32,7 @@ from __future__ import annotations
 import dataclasses
 import math
 import os
+import struct
 import tempfile
 import warnings
 from pathlib import Path
@@ -256,6 +259,8 @@ class Table:
         in_degrees: the header's ``inDegrees`` (True/False), or None when absent.
         name: the name line that some files start with, or None.
         header: the other ``key=value`` header lines, as strings.
+        description: the header's other free-text lines (OpenSim's "Units are S.I.
+            units ..."), joined by newlines, or None.
     """
 
     time: np.ndarray
@@ -264,6 +269,7 @@ class Table:
     in_degrees: Optional[bool] = None
     name: Optional[str] = None
     header: dict = dataclasses.field(default_factory=dict)
+    description: Optional[str] = None
 
     def __post_init__(self):
         time = np.asarray(self.time, dtype=float)
@@ -396,10 +402,11 @@ def _parse_row(fields: list, source: str, line: int, labels: list, empty_is_nan:
     raise AssertionError("unreachable")  # pragma: no cover
 
 
-def _whitespace_rows(lines: list, start: int, columns: list, source: str) -> list:
-    """Parsed rows of whitespace-separated numbers from line index ``start`` on; blank
-    lines skipped, a row with the wrong number of fields an error naming its line."""
-    rows = []
+def _whitespace_rows(lines: list, start: int, columns: list, source: str) -> tuple[list, list]:
+    """Parsed rows of whitespace-separated numbers from line index ``start`` on, and
+    the (1-based) file line of each; blank lines skipped, a row with the wrong number
+    of fields an error naming its line."""
+    rows, row_lines = [], []
     for i in range(start, len(lines)):
         text = lines[i].strip()
         if not text:
@@ -408,7 +415,49 @@ def _whitespace_rows(lines: list, start: int, columns: list, source: str) -> lis
         if len(fields) != len(columns):
             raise ValueError(f"{source}, line {i + 1}: expected {len(columns)} fields, got {len(fields)}")
         rows.append(_parse_row(fields, source, i + 1, columns, empty_is_nan=False))
-    return rows
+        row_lines.append(i + 1)
+    return rows, row_lines
+
+
+def _header_number(text: str, where: str, kind):
+    """A number of a file's header: ``kind`` int, a non-negative integer (a count), or
+    float, a positive finite number (a rate). ``where`` names the file, the line and
+    the field (``"walk.trc, line 3: header field NumFrames"``): every error names it,
+    ``inf`` and ``nan`` included."""
+    try:
+        value = float(text)
+    except ValueError:
+        value = None
+    if kind is int:
+        if value is None or not (math.isfinite(value) and value >= 0 and value == int(value)):
+            raise ValueError(f"{where} = {text!r} is not a non-negative integer")
+        return int(value)
+    if value is None:
+        raise ValueError(f"{where} = {text!r} is not a number")
+    if not (math.isfinite(value) and value > 0):
+        raise ValueError(f"{where} = {text!r} must be a positive finite number")
+    return value
+
+
+def _check_increasing(
+    time: np.ndarray, source: str, row_lines: list, column: str = "time", row: str = "line"
+) -> None:
+    """Times must be finite and strictly increasing: a NaN, infinite, repeated or
+    decreasing time is an error naming its line (``row_lines[j]`` for ``time[j]``;
+    ``row`` names what the numbers count)."""
+    time = np.asarray(time, dtype=float)
+    bad = np.flatnonzero(~np.isfinite(time))
+    if bad.size:
+        j = int(bad[0])
+        raise ValueError(f"{source}, {row} {row_lines[j]}: {column} {float(time[j])!r} is not a finite number")
+    back = np.flatnonzero(~(np.diff(time) > 0))
+    if back.size:
+        j = int(back[0])
+        how = "repeats" if time[j + 1] == time[j] else "goes back to"
+        raise ValueError(
+            f"{source}, {row} {row_lines[j + 1]}: {column} {how} {float(time[j + 1])!r} s "
+            f"after {float(time[j])!r} s ({row} {row_lines[j]}); times must increase"
+        )
 
 
 def _read_lines(path) -> tuple[list, str]:
@@ -447,32 +496,49 @@ def _write_files(files: dict) -> None:
     A failure while writing removes the temporary files and leaves every path as it
     was; the renames, done last, are each atomic."""
     staged = []
+    temporaries = []
+    target = None  # the path being written, named by an error (not its temporary name)
     try:
         mode = 0o666 & ~_umask()
         for path, data in files.items():
-            path = Path(path)
+            target = path = Path(path)
             directory = path.parent if str(path.parent) else Path(".")
             fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=directory)
             staged.append((tmp, path))
+            temporaries.append(tmp)
             with os.fdopen(fd, "wb") as f:
                 f.write(data.encode("utf-8") if isinstance(data, str) else data)
                 f.flush()
                 os.fsync(f.fileno())
             os.chmod(tmp, mode)
         for tmp, path in staged:
+            target = path
             if path.is_dir():
                 raise IsADirectoryError(f"{path} is a folder")
         for k, (tmp, path) in enumerate(staged):
+            target = path
             os.replace(tmp, path)
             staged[k] = (None, path)
-    except BaseException:
+    except BaseException as error:
         for tmp, _ in staged:
             if tmp is not None:
                 try:
                     os.unlink(tmp)
                 except FileNotFoundError:
                     pass
+        message = str(error)
+        if isinstance(error, OSError) and target is not None and (
+            str(target) not in message or any(tmp in message for tmp in temporaries)
+        ):
+            raise _target_error(error, target) from error
         raise
+
+
+def _target_error(error: OSError, target: Path) -> OSError:
+    """``error`` (same type) naming ``target`` rather than a temporary file."""
+    if error.errno is not None and error.strerror:
+        return type(error)(error.errno, error.strerror, str(target))
+    return type(error)(f"{target}: {error}")
 
 
 def _png(fig, dpi: int = 100) -> bytes:
@@ -489,8 +555,27 @@ def _atomic_write(path, text: str) -> None:
     _write_files({path: text})
 
 
-def _format(x: float, fmt: str) -> str:
-    return "" if math.isnan(x) else fmt % x
+def _exact(x: float, fmt: Optional[str] = None) -> str:
+    """``x`` as text that reads back as the same float64: ``fmt % x`` when that is
+    exact (``"100"`` for a rate of 100 Hz, as files usually have it), otherwise the
+    shortest text that is (``repr``: ``"333.3333333333333"``)."""
+    x = float(x)
+    if fmt is not None:
+        text = fmt % x
+        if float(text) == x:
+            return text
+    return repr(x)
+
+
+def _value_format(decimals: Optional[int]):
+    """Formatter of data values: exact (:func:`_exact`) when ``decimals`` is None,
+    else fixed-point with ``decimals`` digits after the point."""
+    if decimals is None:
+        return lambda x: repr(float(x))
+    if int(decimals) != decimals or decimals < 0:
+        raise ValueError(f"decimals must be None or a non-negative integer, got {decimals!r}")
+    fmt = f"%.{int(decimals)}f"
+    return lambda x: fmt % x
 
 
 # --------------------------------------------------------------------------------------
@@ -525,9 +610,13 @@ def read_trc(path, *, warn_gaps: bool = True) -> Markers:
 
     Raises:
         ValueError: malformed file (a message naming the file and the line or header
-            field): missing header fields, unknown units, a label count or row count
-            that disagrees with ``NumMarkers`` / ``NumFrames``, a row with the wrong
-            number of fields, a value that is not a number, a Time column that does
+            field): missing header fields, a header values line with more or fewer
+            values than the names above it, a header number that is not finite
+            (``inf``, ``nan``), unknown units, a label count or row count that
+            disagrees with ``NumMarkers`` / ``NumFrames``, a row with the wrong number
+            of fields, a value that is not a number, an infinite coordinate, a marker
+            with one or two of its three coordinates empty (a gap leaves all three
+            empty: a row missing a value), a Time column that is not finite or does
             not advance by 1/``DataRate`` (on average within 0.1 %, and at every row
             within half a frame), an empty file.
     """
@@ -536,29 +625,25 @@ def read_trc(path, *, warn_gaps: bool = True) -> Markers:
         raise ValueError(f"{source}: too short for a TRC file ({len(lines)} lines)")
     if not lines[0].startswith("PathFileType"):
         raise ValueError(f"{source}, line 1: expected 'PathFileType', got {lines[0][:40]!r}")
-    keys = [k.strip() for k in _split_tabs(lines[1])]
-    values = [v.strip() for v in _split_tabs(lines[2])]
+    keys = _trim_fields([k.strip() for k in _split_tabs(lines[1])])
+    values = _trim_fields([v.strip() for v in _split_tabs(lines[2])])
+    if len(values) != len(keys):
+        # zipped, the values would land under the wrong names ('Units' = '50.00')
+        raise ValueError(
+            f"{source}, line 3 has {len(values)} values for {len(keys)} fields "
+            f"(line 2: {', '.join(keys)})"
+        )
     header = dict(zip(keys, values))
     for key in ("DataRate", "NumFrames", "NumMarkers", "Units"):
         if key not in header or not header[key]:
             raise ValueError(f"{source}, line 2-3: header field {key} missing")
 
     def header_number(key, kind):
-        try:
-            value = kind(float(header[key])) if kind is int else float(header[key])
-        except ValueError:
-            raise ValueError(
-                f"{source}, line 3: header field {key} = {header[key]!r} is not a number"
-            ) from None
-        if kind is int and float(header[key]) != value:
-            raise ValueError(f"{source}, line 3: header field {key} = {header[key]!r} is not an integer")
-        return value
+        return _header_number(header[key], f"{source}, line 3: header field {key}", kind)
 
     rate = header_number("DataRate", float)
     n_frames = header_number("NumFrames", int)
     n_markers = header_number("NumMarkers", int)
-    if not rate > 0:
-        raise ValueError(f"{source}, line 3: header field DataRate = {header['DataRate']!r} must be positive")
     scale = _scale(header["Units"], _LENGTH_UNITS, "length", f"{source}, line 3, header field Units")
 
     label_fields = _split_tabs(lines[3])
@@ -599,7 +684,10 @@ def read_trc(path, *, warn_gaps: bool = True) -> Markers:
         if not fields[0].strip() or not fields[1].strip():
             column = 1 if not fields[0].strip() else 2
             raise ValueError(f"{source}, line {i + 1}, column {column} ({columns[column - 1]}): empty value")
-        rows.append(_parse_row(fields, source, i + 1, columns, empty_is_nan=True))
+        row = _parse_row(fields, source, i + 1, columns, empty_is_nan=True)
+        if not np.isfinite(row).all():
+            _check_trc_row(row, fields, source, i + 1, columns, labels)
+        rows.append(row)
         row_lines.append(i + 1)
     if len(rows) != n_frames:
         raise ValueError(
@@ -619,54 +707,132 @@ def read_trc(path, *, warn_gaps: bool = True) -> Markers:
     return markers
 
 
-def _check_time_column(time: np.ndarray, rate: float, source: str, row_lines: list) -> None:
-    """The Time column of a TRC file must advance by 1/DataRate: on average (within
-    0.1 %: a column rounded to a few decimals still passes) and at every row (within
-    half a frame: a dropped or repeated frame, or a time that goes back, is an error
-    naming its line)."""
+def _trim_fields(fields: list) -> list:
+    """Fields without the empty ones at the end (a line ending with tabs)."""
+    while fields and not fields[-1]:
+        fields = fields[:-1]
+    return fields
+
+
+def _check_trc_row(row, fields, source, line, columns, labels) -> None:
+    """A TRC data row with a value that is not finite: Frame# and Time must be
+    finite, a coordinate may be NaN (a gap) but not infinite, and a gap leaves all
+    three coordinates of its marker empty: one or two empty (a row with a value
+    missing and a tab at its end) is an error."""
+    not_finite = np.isinf(row)
+    not_finite[:2] |= np.isnan(row[:2])
+    bad = np.flatnonzero(not_finite)
+    if bad.size:
+        j = int(bad[0])
+        raise ValueError(
+            f"{source}, line {line}, column {j + 1} ({columns[j]}): "
+            f"{fields[j].strip()!r} is not a finite number"
+        )
+    empty = np.array([not f.strip() for f in fields[2:]]).reshape(len(labels), 3)
+    partial = np.flatnonzero(empty.any(axis=1) & ~empty.all(axis=1))
+    if partial.size:
+        k = int(partial[0])
+        n_values = sum(1 for f in fields if f.strip())
+        raise ValueError(
+            f"{source}, line {line} has {n_values} values for {len(fields)} fields "
+            f"(Frame#, Time, {len(labels)} markers x 3): marker {labels[k]} has "
+            f"{int(empty[k].sum())} of its 3 coordinates empty (a gap leaves all three empty)"
+        )
+
+
+def _check_time_column(
+    time: np.ndarray, rate: float, source: str, row_lines: list,
+    column: str = "the Time column", rate_name: str = "header field DataRate", row: str = "line",
+    rate_short: str = "DataRate",
+) -> None:
+    """The Time column of a TRC file must be finite and advance by 1/DataRate: on
+    average (within 0.1 %: a column rounded to a few decimals still passes) and at
+    every row (within half a frame: a dropped or repeated frame, or a time that goes
+    back, is an error naming its line). :func:`write_trc` checks the times it writes
+    the same way (``column``, ``rate_name``, ``rate_short`` and ``row`` name them in
+    its messages)."""
+    bad = np.flatnonzero(~np.isfinite(time))
+    if bad.size:
+        j = int(bad[0])
+        raise ValueError(f"{source}, {row} {row_lines[j]}: {column} has {float(time[j])!r}, not a finite time")
     if len(time) < 2:
         return
     step = np.diff(time) * rate  # frames per row, 1 when the column agrees with DataRate
     bad = np.flatnonzero(~(np.abs(step - 1.0) <= 0.5))
     mean = (time[-1] - time[0]) / (len(time) - 1)
     if not abs(mean * rate - 1.0) <= 1e-3:
+        hz = f"{1 / mean:.6g} Hz" if mean else "no time at all"
         raise ValueError(
-            f"{source}: the Time column advances {mean:.6g} s a frame ({1 / mean:.6g} Hz) "
-            f"but header field DataRate = {rate:g} Hz (a frame every {1 / rate:.6g} s)"
+            f"{source}: {column} advances {mean:.6g} s a frame ({hz}) "
+            f"but {rate_name} = {rate:g} Hz (a frame every {1 / rate:.6g} s)"
         )
     if bad.size:
         j = int(bad[0])
         raise ValueError(
-            f"{source}, line {row_lines[j + 1]}: the Time column goes from {time[j]:.6g} to "
-            f"{time[j + 1]:.6g} s, but DataRate = {rate:g} Hz gives a frame every {1 / rate:.6g} s"
+            f"{source}, {row} {row_lines[j + 1]}: {column} goes from {time[j]:.6g} to "
+            f"{time[j + 1]:.6g} s, but {rate_short} = {rate:g} Hz gives a frame every {1 / rate:.6g} s"
         )
 
 
-def write_trc(path, markers: Markers, *, units: str = "mm", decimals: int = 6) -> None:
+def write_trc(path, markers: Markers, *, units: str = "mm", decimals: Optional[int] = None) -> None:
     """Write markers to a TRC file (atomically).
+
+    The rate, the times and (by default) the coordinates are written with the digits
+    that read back as the same float64 numbers (a rate of 100 Hz as ``100``, 1000/3 Hz
+    as ``333.3333333333333``). Markers that :func:`read_trc` would reject are refused
+    before anything is written.
 
     Args:
         path: the ``.trc`` file to write (replaced if it exists).
         markers: the trajectories (m); NaN is written as an empty field (a gap).
         units: length units of the file (``"mm"``, ``"cm"``, ``"m"``, ...).
-        decimals: digits after the decimal point, in ``units``.
+        decimals: digits after the decimal point, in ``units``; None (default) writes
+            each coordinate exactly (the shortest text that reads back as the same
+            float64 in ``units``).
+
+    Raises:
+        ValueError: unknown units; a marker label that is empty, has a tab or a line
+            break, or white space at either end (the file could not keep it); a time
+            that is not finite, or times that do not advance by 1/``rate`` (as
+            :func:`read_trc` checks them: within 0.1 % on average, half a frame at
+            every frame); an infinite coordinate (naming the frame and the marker).
     """
     scale = _scale(units, _LENGTH_UNITS, "length", "write_trc")
     path = Path(path)
+    where = f"write_trc({path.name})"
     T, M, _ = markers.xyz.shape
+    for j, label in enumerate(markers.labels):
+        if not label.strip() or label != label.strip() or any(c in label for c in "\t\n\r"):
+            raise ValueError(
+                f"{where}: marker {j + 1} label {label!r} cannot be written to a TRC file "
+                "(empty, a tab or a line break in it, or white space at either end)"
+            )
+    time = np.asarray(markers.time, dtype=float)
+    _check_time_column(
+        time, markers.rate, where, list(range(1, T + 1)),
+        column="Markers.time", rate_name="Markers.rate", rate_short="rate", row="frame",
+    )
+    infinite = np.argwhere(np.isinf(markers.xyz))
+    if infinite.size:
+        t, j, c = (int(k) for k in infinite[0])
+        raise ValueError(
+            f"{where}: frame {t + 1}, marker {markers.labels[j]} {'XYZ'[c]} = "
+            f"{float(markers.xyz[t, j, c])!r}: a coordinate must be finite (NaN for a gap)"
+        )
+    rate = _exact(markers.rate, "%g")
     out = [
         f"PathFileType\t4\t(X/Y/Z)\t{path.name}",
         "DataRate\tCameraRate\tNumFrames\tNumMarkers\tUnits\tOrigDataRate\tOrigDataStartFrame\tOrigNumFrames",
-        f"{markers.rate:g}\t{markers.rate:g}\t{T}\t{M}\t{units}\t{markers.rate:g}\t1\t{T}",
+        f"{rate}\t{rate}\t{T}\t{M}\t{units}\t{rate}\t1\t{T}",
         "Frame#\tTime\t" + "\t\t\t".join(markers.labels),
         "\t\t" + "\t".join(f"{c}{j + 1}" for j in range(M) for c in "XYZ"),
         "",
     ]
-    fmt = f"%.{decimals}f"
+    value = _value_format(decimals)
     xyz = markers.xyz / scale
     for t in range(T):
-        values = "\t".join(_format(x, fmt) for x in xyz[t].ravel())
-        out.append(f"{t + 1}\t{float(markers.time[t])!r}\t{values}")  # exact time
+        values = "\t".join("" if math.isnan(x) else value(x) for x in xyz[t].ravel())
+        out.append(f"{t + 1}\t{float(time[t])!r}\t{values}")  # exact time
     _atomic_write(path, "\n".join(out) + "\n")
 
 
@@ -682,7 +848,7 @@ def read_forces(path) -> ForcePlates:
     ``NumberOfSamples=`` lines, a header ``#Sample FX1 FY1 FZ1 X1 Y1 Z1 MZ1 FX2 ...``
     (force N, centre of pressure mm in the lab frame, free moment N mm) and one row per
     sample. Samples are numbered from 1 (as TRC frames are), and sample ``n`` is at time
-    ``(n - 1) / SampleRate``; the sample numbers must be consecutive.
+    ``(n - 1) / SampleRate``; the sample numbers must be consecutive integers.
 
     Args:
         path: the ``.forces`` file.
@@ -694,8 +860,10 @@ def read_forces(path) -> ForcePlates:
     Raises:
         ValueError: malformed file (naming the file and the line or field): a missing
             header field or column, a row with the wrong number of fields, a value that
-            is not a number, sample numbers that skip, a row count that disagrees
-            with ``NumberOfSamples``, no samples at all, or an empty file.
+            is not a number, a header count or rate that is not a finite number
+            (``inf``, ``nan``), sample numbers that are not integers or that skip, a
+            row count that disagrees with ``NumberOfSamples``, no samples at all, or
+            an empty file.
     """
     lines, source = _read_lines(path)
     i = 0
@@ -721,22 +889,7 @@ def read_forces(path) -> ForcePlates:
     def field(key, kind):
         if key not in header:
             raise ValueError(f"{source}: header field {key} missing")
-        try:
-            value = float(header[key])
-        except ValueError:
-            raise ValueError(
-                f"{source}, line {header_line[key]}: header field {key} = {header[key]!r} is not a number"
-            ) from None
-        if kind is int:
-            if value != int(value) or value < 0:
-                raise ValueError(
-                    f"{source}, line {header_line[key]}: header field {key} = {header[key]!r} "
-                    "is not a non-negative integer"
-                )
-            return int(value)
-        if not value > 0:
-            raise ValueError(f"{source}, line {header_line[key]}: header field {key} = {header[key]!r} must be positive")
-        return value
+        return _header_number(header[key], f"{source}, line {header_line[key]}: header field {key}", kind)
 
     n_plates = field("NumberOfForcePlates", int)
     rate = field("SampleRate", float)
@@ -762,7 +915,7 @@ def read_forces(path) -> ForcePlates:
                 )
             take.append(index[f"{name}{k}"])
 
-    rows = _whitespace_rows(lines, header_lineno, columns, source)
+    rows, row_lines = _whitespace_rows(lines, header_lineno, columns, source)
     if len(rows) != n_samples:
         raise ValueError(
             f"{source}: {len(rows)} data rows, header field NumberOfSamples says {n_samples}"
@@ -773,11 +926,18 @@ def read_forces(path) -> ForcePlates:
         )
     data = np.array(rows, dtype=float).reshape(n_samples, len(columns))
     sample = data[:, 0]
+    fractional = np.flatnonzero(~(np.isfinite(sample) & (sample == np.round(sample))))
+    if fractional.size:  # 1.5, 2.5, ... would shift every time by half a sample
+        j = int(fractional[0])
+        raise ValueError(
+            f"{source}, line {row_lines[j]}, column 1 (Sample): sample number {float(sample[j])!r} "
+            "is not an integer"
+        )
     if n_samples > 1 and not np.all(np.diff(sample) == 1):
         j = int(np.flatnonzero(np.diff(sample) != 1)[0])
         raise ValueError(
-            f"{source}: sample numbers are not consecutive: {sample[j]:g} then {sample[j + 1]:g} "
-            f"(data row {j + 2})"
+            f"{source}, line {row_lines[j + 1]}: sample numbers are not consecutive: "
+            f"{sample[j]:g} then {sample[j + 1]:g}"
         )
     per_plate = data[:, take].reshape(n_samples, n_plates, len(names))
     return ForcePlates(
@@ -790,34 +950,69 @@ def read_forces(path) -> ForcePlates:
     )
 
 
-def write_forces(path, plates: ForcePlates, *, decimals: int = 6) -> None:
+def write_forces(path, plates: ForcePlates, *, decimals: Optional[int] = None) -> None:
     """Write force plates to a Cortex ``.forces`` file (atomically).
 
-    Sample numbers are written from ``round(time[0] * rate) + 1``, so that
-    :func:`read_forces` gives the times back. The centre of pressure is written in mm and
-    the free moment in N mm; NaN is written as ``nan``.
+    The format has no time column: sample ``n`` is at ``(n - 1) / SampleRate``. The
+    sample numbers are written from ``round(time[0] * rate) + 1``, so the times must
+    be ``time[0] + k / rate`` with ``time[0]`` a whole number of samples (to
+    round-off): :func:`read_forces` then gives them back, and other times are refused
+    rather than silently moved. The rate is written exactly (``1000`` as
+    ``1000.000000``, 1000/3 as ``333.3333333333333``), the centre of pressure in mm
+    and the free moment in N mm; NaN is written as ``nan``.
 
     Args:
         path: the ``.forces`` file to write (replaced if it exists).
         plates: the force-plate data (SI units).
-        decimals: digits after the decimal point.
+        decimals: digits after the decimal point; None (default) writes each value
+            exactly (the shortest text that reads back as the same float64).
+
+    Raises:
+        ValueError: no samples (:func:`read_forces` refuses such a file); times that
+            are not finite, not on the sample grid of ``rate`` from a whole sample, or
+            not uniform (naming the first sample that is off).
     """
+    path = Path(path)
+    where = f"write_forces({path.name})"
     T, P, _ = plates.force.shape
-    first = int(round(plates.time[0] * plates.rate)) + 1 if T else 1
+    if T == 0:
+        raise ValueError(f"{where}: no samples (a .forces file must hold at least one)")
+    rate = plates.rate
+    time = np.asarray(plates.time, dtype=float)
+    samples = time * rate  # sample - 1, a whole number at every sample
+    if not np.isfinite(samples).all():
+        j = int(np.flatnonzero(~np.isfinite(samples))[0])
+        raise ValueError(f"{where}: time[{j}] = {float(time[j])!r} is not a finite time")
+    first = round(float(samples[0]))
+    grid = first + np.arange(T)
+    off = np.flatnonzero(~(np.abs(samples - grid) <= 1e-9 * np.maximum(1.0, np.abs(grid))))
+    if off.size:
+        j = int(off[0])
+        if j == 0:
+            raise ValueError(
+                f"{where}: time[0] = {float(time[0])!r} s is {float(samples[0])!r} samples at "
+                f"{rate:g} Hz, not a whole number: a .forces file stores sample numbers, "
+                "the time of sample n being (n - 1) / SampleRate"
+            )
+        raise ValueError(
+            f"{where}: time[{j}] = {float(time[j])!r} s, but a sample every 1/{rate:g} s "
+            f"from time[0] = {float(time[0])!r} s gives {float(grid[j] / rate)!r} s: a "
+            ".forces file stores sample numbers, uniform times only"
+        )
     columns = ["#Sample"] + [f"{n}{k}" for k in range(1, P + 1) for n in ("FX", "FY", "FZ", "X", "Y", "Z", "MZ")]
     out = [
         "[Force Data]",
         f"NumberOfForcePlates={P}",
-        f"SampleRate={plates.rate:.6f}",
+        f"SampleRate={_exact(rate, '%.6f')}",
         f"NumberOfSamples={T}",
         "\t".join(columns),
     ]
     block = np.concatenate(
         [plates.force, plates.cop * 1e3, plates.free_moment[:, :, None] * 1e3], axis=2
     ).reshape(T, P * 7)
-    fmt = f"%.{decimals}f"
+    value = _value_format(decimals)
     for t in range(T):
-        out.append(f"{first + t}\t" + "\t".join("nan" if math.isnan(x) else fmt % x for x in block[t]))
+        out.append(f"{first + 1 + t}\t" + "\t".join("nan" if math.isnan(x) else value(x) for x in block[t]))
     _atomic_write(path, "\n".join(out) + "\n")
 
 
@@ -835,9 +1030,12 @@ def _read_opensim_table(path) -> Table:
             break
     if end is None:
         raise ValueError(f"{source}: no 'endheader' line")
+    # As OpenSim reads a header: a line with '=' is a key=value field, the first line
+    # without one (before any field) the name, the others free text.
     header = {}
     header_line = {}
     name = None
+    description = []
     for i in range(end):
         text = lines[i].strip()
         if not text:
@@ -846,10 +1044,10 @@ def _read_opensim_table(path) -> Table:
             key, value = (s.strip() for s in text.split("=", 1))
             header[key] = value
             header_line[key] = i + 1
-        elif name is None and not header:
+        elif name is None and not header and not description:
             name = text
         else:
-            raise ValueError(f"{source}, line {i + 1}: expected 'key=value' in the header, got {text[:40]!r}")
+            description.append(text)
 
     i = end + 1
     while i < len(lines) and not lines[i].strip():
@@ -866,16 +1064,7 @@ def _read_opensim_table(path) -> Table:
         )
 
     def integer(key):
-        try:
-            value = float(header[key])
-            if value != int(value) or value < 0:
-                raise ValueError
-        except ValueError:
-            raise ValueError(
-                f"{source}, line {header_line[key]}: header field {key} = {header[key]!r} "
-                "is not a non-negative integer"
-            ) from None
-        return int(value)
+        return _header_number(header[key], f"{source}, line {header_line[key]}: header field {key}", int)
 
     lowered = {k.lower(): k for k in header}
     if "ncolumns" in lowered:
@@ -895,7 +1084,7 @@ def _read_opensim_table(path) -> Table:
             )
         in_degrees = text in ("yes", "true")
 
-    rows = _whitespace_rows(lines, labels_lineno, columns, source)
+    rows, row_lines = _whitespace_rows(lines, labels_lineno, columns, source)
     if "nrows" in lowered:
         n_rows = integer(lowered["nrows"])
         if n_rows != len(rows):
@@ -903,8 +1092,9 @@ def _read_opensim_table(path) -> Table:
                 f"{source}: {len(rows)} data rows, header field {lowered['nrows']} says {n_rows}"
             )
     data = np.array(rows, dtype=float).reshape(len(rows), len(columns))
+    _check_increasing(data[:, 0], source, row_lines)
     other = {
-        k: v for k, v in header.items() if k.lower() not in ("nrows", "ncolumns", "indegrees")
+        k: v for k, v in header.items() if k.lower() not in _COUNTED
     }
     return Table(
         time=data[:, 0],
@@ -913,16 +1103,23 @@ def _read_opensim_table(path) -> Table:
         in_degrees=in_degrees,
         name=name,
         header=other,
+        description="\n".join(description) or None,
     )
+
+
+_COUNTED = ("nrows", "ncolumns", "indegrees")  # header fields that write_mot sets itself
 
 
 def read_mot(path) -> Table:
     """Read an OpenSim motion file (``.mot``).
 
-    The header runs up to an ``endheader`` line: an optional name line and ``key=value``
-    lines (``nRows``, ``nColumns`` counting the time column, ``inDegrees``, ...), checked
-    against the data where present. Then a line of column labels, the first ``time``,
-    and one row per time.
+    The header runs up to an ``endheader`` line: an optional name line, ``key=value``
+    lines (``nRows``, ``nColumns`` counting the time column, ``inDegrees``,
+    ``version``, ``DataType``, ``OpenSimVersion``, ...; the counts are checked against
+    the data where present) and free-text lines (OpenSim's "Units are S.I. units
+    ...", SIMM's ``datacolumns 19``), kept as :attr:`Table.description`; as OpenSim
+    reads it, a line with ``=`` is a field. Then a line of column labels, the first
+    ``time``, and one row per time; the times must increase.
 
     Args:
         path: the ``.mot`` file.
@@ -934,8 +1131,9 @@ def read_mot(path) -> Table:
     Raises:
         ValueError: malformed file (naming the file and the line or field): no
             ``endheader``, a first column other than ``time``, a row with the wrong
-            number of fields, a value that is not a number, or counts that disagree with
-            ``nRows`` / ``nColumns``.
+            number of fields, a value that is not a number, a count that is not a
+            non-negative integer or disagrees with the data (``nRows`` /
+            ``nColumns``), or a time that is not finite, repeats or goes back.
     """
     return _read_opensim_table(path)
 
@@ -955,33 +1153,71 @@ def read_sto(path) -> Table:
     return _read_opensim_table(path)
 
 
-def write_mot(path, table: Table, *, decimals: int = 8) -> None:
+def write_mot(path, table: Table, *, decimals: Optional[int] = None) -> None:
     """Write a table as an OpenSim ``.mot`` / ``.sto`` file (atomically).
 
     The header holds the table's name (or the file name), ``version=1``, ``nRows``,
-    ``nColumns`` (with time), ``inDegrees`` when the table's is not None, and the other
-    header entries of ``table.header``.
+    ``nColumns`` (with time), ``inDegrees`` when the table's is not None, the other
+    header entries of ``table.header`` and the description's lines. Tables that
+    :func:`read_mot` would read differently, or not at all, are refused before anything
+    is written.
 
     Args:
         path: the file to write (replaced if it exists).
         table: the table.
-        decimals: digits after the decimal point.
+        decimals: digits after the decimal point; None (default) writes each time and
+            value exactly (the shortest text that reads back as the same float64:
+            ``1e-09``, ``0.008333333333333333``).
+
+    Raises:
+        ValueError: a name or a description line with ``=`` (it would be read as a
+            ``key=value`` field), a line break, or that is ``endheader``; a header key
+            that is empty or has ``=`` or a line break, a value with a line break; a
+            column label that is empty or has a tab or a line break; times that are
+            not finite or do not increase.
     """
     path = Path(path)
+    where = f"write_mot({path.name})"
     T, C = table.values.shape
-    out = [table.name or path.name]
-    header = {"version": "1", **table.header}
+
+    def header_line(text, what):
+        if "=" in text or "\n" in text or "\r" in text or text.strip().lower() == "endheader":
+            raise ValueError(
+                f"{where}: {what} {text!r} cannot be written to the header: a line with '=' "
+                "is read as a key=value field, and 'endheader' ends the header"
+            )
+        return text
+
+    if table.name is not None and table.name.strip():
+        name = header_line(table.name, "Table.name")
+    else:  # the file name, as a name line that reads back as one
+        name = path.name.replace("=", "_")
+        name = "table" if name.strip().lower() == "endheader" else name
+    out = [name]
+    header = {"version": "1"}
+    for key, value in table.header.items():
+        key, value = str(key), str(value)
+        if not key.strip() or any(c in key for c in "=\n\r") or any(c in value for c in "\n\r"):
+            raise ValueError(f"{where}: header entry {key!r}: {value!r} cannot be written as one key=value line")
+        if key.lower() not in _COUNTED:
+            header[key] = value
     header["nRows"] = str(T)
     header["nColumns"] = str(C + 1)
     if table.in_degrees is not None:
         header["inDegrees"] = "yes" if table.in_degrees else "no"
     out += [f"{k}={v}" for k, v in header.items()]
+    if table.description:
+        out += [""] + [header_line(line, "a description line") for line in table.description.split("\n")] + [""]
     out.append("endheader")
+    for label in table.labels:
+        if not label.strip() or any(c in label for c in "\t\n\r"):
+            raise ValueError(f"{where}: column label {label!r} cannot be written (empty, or a tab or line break in it)")
     out.append("\t".join(("time",) + table.labels))
-    fmt = f"%.{decimals}f"
+    _check_increasing(table.time, where, list(range(1, T + 1)), column="time", row="row")
+    value = _value_format(decimals)
     for t in range(T):
         row = np.concatenate([[table.time[t]], table.values[t]])
-        out.append("\t".join("nan" if math.isnan(x) else fmt % x for x in row))
+        out.append("\t".join("nan" if math.isnan(x) else value(x) for x in row))
     _atomic_write(path, "\n".join(out) + "\n")
 
 
@@ -995,6 +1231,81 @@ def _parameter(parameters: dict, group: str, name: str, default=None):
         return parameters[group][name]["value"]
     except KeyError:
         return default
+
+
+def _c3d_declared_frames(path: Path) -> tuple[Optional[int], str]:
+    """The number of frames a C3D file declares, read from its raw bytes (ezc3d
+    reports the frames it could read, its header and ``POINT:FRAMES`` adjusted to
+    them), and where it comes from.
+
+    ``POINT:FRAMES`` of the parameter section is the count that ezc3d reads and that
+    the C3D standard makes authoritative (an integer, or a float beyond 65535 frames);
+    without it (or 0: files without points), words 4 and 5 of the 512-byte header,
+    the first and the last frame (1-based 16-bit words). Integers are little-endian
+    unless the parameter section's processor type (its 4th byte) is 86 (MIPS, big-endian);
+    DEC floats are converted. Returns ``(None, "")`` when the bytes do not say.
+    """
+    try:
+        with open(path, "rb") as f:
+            head = f.read(512)
+            if len(head) < 512:
+                return None, ""
+            f.seek((head[0] - 1) * 512)
+            start = f.read(4)
+            if len(start) < 4:
+                return None, ""
+            params = start + f.read(max(start[2], 1) * 512 - 4)
+        processor = start[3]
+        order = ">" if processor == 86 else "<"
+        first, last = struct.unpack(order + "HH", head[6:10])
+        frames = _c3d_parameter_frames(params, order, processor)
+    except (OSError, struct.error, IndexError, ValueError):
+        return None, ""
+    if frames:
+        return frames, "parameter POINT:FRAMES"
+    if last >= first >= 1:
+        return last - first + 1, f"header frames {first} to {last}"
+    return None, ""
+
+
+def _c3d_parameter_frames(params: bytes, order: str, processor: int) -> Optional[int]:
+    """``POINT:FRAMES`` from the raw parameter section (None when absent). Records:
+    name length (negative: locked) and group id (negative: a group), the name, a
+    16-bit offset to the next record; a parameter then has its type (-1 char, 1 byte,
+    2 int16, 4 float), its dimensions and its data."""
+    groups, found = {}, {}
+    pos = 4
+    while pos + 2 <= len(params):
+        length, group = struct.unpack("bb", params[pos:pos + 2])
+        if length == 0:
+            break
+        name = params[pos + 2:pos + 2 + abs(length)].decode("latin-1").strip().upper()
+        at = pos + 2 + abs(length)
+        (step,) = struct.unpack(order + "h", params[at:at + 2])
+        if group < 0:
+            groups[-group] = name
+        elif name == "FRAMES":
+            found[group] = at + 2
+        if step <= 0:
+            break
+        pos = at + step
+    for group, body in found.items():
+        if groups.get(group) != "POINT":
+            continue
+        kind, ndim = struct.unpack("bB", params[body:body + 2])
+        data = params[body + 2 + ndim:]
+        if kind == 2:
+            (value,) = struct.unpack(order + "h", data[:2])
+            return value + 65536 if value < 0 else value  # written unsigned past 32767
+        if kind == 4:
+            raw = data[:4]
+            if processor == 85:  # DEC: swap the 16-bit words, exponent bias 2 more
+                raw = bytes([raw[2], raw[3], raw[0], raw[1] - 1 if raw[1] else 0])
+            (value,) = struct.unpack(("<" if processor != 86 else ">") + "f", raw)
+            return int(round(value)) if math.isfinite(value) and value >= 0 else None
+        if kind == 1:
+            return data[0]
+    return None
 
 
 def read_c3d(path, *, min_force: float = 20.0, warn_gaps: bool = True) -> C3DTrial:
@@ -1030,8 +1341,10 @@ def read_c3d(path, *, min_force: float = 20.0, warn_gaps: bool = True) -> C3DTri
 
     Raises:
         ImportError: ezc3d is not installed.
-        ValueError: a file that ezc3d cannot read, unknown units, or data that
-            disagrees with the parameters (naming the file).
+        ValueError: a file that ezc3d cannot read, unknown units, data that
+            disagrees with the parameters, or fewer frames than the file declares (a
+            truncated file: the frames of ``POINT:FRAMES``, or of the header's first
+            and last frame, against those ezc3d could read), naming the file.
         FileNotFoundError: no such file.
     """
     try:
@@ -1055,6 +1368,15 @@ def read_c3d(path, *, min_force: float = 20.0, warn_gaps: bool = True) -> C3DTri
     parameters = c3d["parameters"]
     header = c3d["header"]
     data = c3d["data"]
+    declared, declared_by = _c3d_declared_frames(path)
+    n_read = np.shape(data["points"])[2]
+    if declared is not None and n_read < declared:
+        # ezc3d stops at the end of the file and adjusts its header and POINT:FRAMES to
+        # what it read: a truncated file would load silently with fewer frames
+        raise ValueError(
+            f"{source}: truncated: {declared} frames declared ({declared_by}), "
+            f"only {n_read} in the file"
+        )
 
     # Markers.
     point_rate = float(_parameter(parameters, "POINT", "RATE", [header["points"]["frame_rate"]])[0])

@@ -212,7 +212,8 @@ def test_gait_failure_writes_nothing_one_line_exit_2(tmp_path, monkeypatch, caps
     monkeypatch.setattr(os, "fsync", failing)
     assert cli.main(["gait", "--no-figures", "--out", str(out)]) == 2
     err = capsys.readouterr().err.strip().splitlines()
-    assert len(err) == 1 and err[0] == f"jaxmb gait: error: cannot write the outputs to {out}: No space left on device"
+    assert len(err) == 1 and err[0] == (f"jaxmb gait: error: cannot write the outputs (nothing was written): "
+                                        f"{out / 'moments.csv'}: No space left on device")  # fmt: skip
     assert not out.exists()  # the folder it made, removed again
     # an output name taken by a folder: before, a traceback after writing the files before it
     out.mkdir()
