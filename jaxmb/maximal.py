@@ -92,6 +92,23 @@ def _float_dtype(*xs):
     return dt if jnp.issubdtype(dt, jnp.floating) else jnp.result_type(float)
 
 
+def _check_baumgarte(alpha, beta):
+    """Check the Baumgarte parameters: real scalars, finite and >= 0 when concrete
+    (used as given, so that a Python float stays weakly typed for float32 states).
+
+    The constraint error obeys Phidd + 2 alpha Phidot + beta^2 Phi = 0: a negative
+    alpha makes it grow (beta enters squared, and is a rate like alpha); a NaN gave an
+    all-NaN trajectory without a word."""
+    for name, x in (("alpha", alpha), ("beta", beta)):
+        x = _as_array(x, name)
+        if np.ndim(x) != 0:
+            raise ValueError(f"{name} must be a scalar Baumgarte parameter (1/s), got shape {tuple(np.shape(x))}")
+        x = check_array(x, name)
+        if not isinstance(x, jax.core.Tracer) and float(x) < 0:
+            raise ValueError(f"{name} must be >= 0 (a Baumgarte rate, 1/s; a negative one makes the constraint "
+                             f"drift grow), got {float(x)}")  # fmt: skip
+
+
 def _prepare(model: Model, **arrays):
     """Check maximal-coordinate arrays (shape (segments, 3), a real dtype, finite values
     when concrete); cast them and the model to one dtype. None entries stay None.
@@ -328,15 +345,16 @@ def accelerations(model: Model, p, pd, loads=None, *, alpha=0.0, beta=0.0):
         of mass (N, N, N m) besides gravity: external loads (:func:`jaxmb.point_load`
         of ``to_minimal``'s q, or :func:`point_position` for the point) and joint
         moments (:func:`joint_moment_loads`).
-      alpha, beta: Baumgarte parameters, 1/s (0: the exact multipliers of an
-        admissible state; positive values pull a drifting state back to Phi = 0,
-        and then shift mu by about m (2 alpha Phidot + beta^2 Phi)).
+      alpha, beta: Baumgarte parameters, 1/s, finite and >= 0 (0: the exact
+        multipliers of an admissible state; positive values pull a drifting state
+        back to Phi = 0, and then shift mu by about m (2 alpha Phidot + beta^2 Phi)).
 
     Returns:
       (pdd, mu): accelerations (segments, 3) (m/s^2, rad/s^2) and joint forces
       (segments, 2), N: the force of the parent (or the ground) on each segment at its
       joint, world frame (zero for a floating root).
     """
+    _check_baumgarte(alpha, beta)
     model, (p, pd, loads) = _prepare(model, p=p, pd=pd, loads=loads)
     loads = jnp.zeros_like(p) if loads is None else loads
     return _solve(model, p, pd, loads, alpha, beta)
@@ -428,9 +446,11 @@ def simulate(model: Model, p0, pd0, dt, steps: int, *, loads=None, has_aux: bool
         can read q, qd from :func:`to_minimal`). Evaluated at every stage.
       has_aux: ``loads`` returns ``(loads, aux)``; aux (any pytree, e.g. the joint
         moments or a contact force) is recorded at every sample.
-      alpha, beta: Baumgarte parameters, 1/s. The multipliers differ from the exact
-        joint forces by about m (2 alpha Phidot + beta^2 Phi), so gentle values do
-        best; with RK4 the drift stays near round-off (20/s at dt = 0.2 ms: 1e-12 m).
+      alpha, beta: Baumgarte parameters, 1/s: finite scalars >= 0 (the constraint
+        error obeys Phidd + 2 alpha Phidot + beta^2 Phi = 0). The multipliers differ
+        from the exact joint forces by about m (2 alpha Phidot + beta^2 Phi), so
+        gentle values do best; with RK4 the drift stays near round-off (20/s at
+        dt = 0.2 ms: 1e-12 m).
 
     Returns:
       :class:`Trajectory` with steps + 1 samples; pdd, mu and aux at each sample are
@@ -438,12 +458,14 @@ def simulate(model: Model, p0, pd0, dt, steps: int, *, loads=None, has_aux: bool
 
     Raises:
       ValueError: for shapes that do not fit, non-finite p0, pd0, dt or constant
-        loads (when concrete), or steps that is not an int >= 0. What a function
+        loads, a non-finite or negative alpha or beta (when concrete), or steps
+        that is not an int >= 0. What a function
         ``loads`` returns is checked for its shape only (its values exist only
         inside the compiled scan).
     """
     steps = check_steps(steps)
     dt = check_dt(dt)
+    _check_baumgarte(alpha, beta)
     model, (p0, pd0) = _prepare(model, p0=p0, pd0=pd0)
     dtype = p0.dtype
     n = model.segments

@@ -242,6 +242,12 @@ def test_non_finite_inputs_bad_steps_and_ragged_lists_raise():
         (lambda: maximal.simulate(model, p, pd, np.nan, 2), r"dt is not finite: nan"),
         (lambda: maximal.simulate(model, nan_p, pd, 1e-3, 2), r"p0 is not finite"),
         (lambda: maximal.simulate(model, p, pd, 1e-3, 2, loads=inf_w), r"loads is not finite"),
+        # the Baumgarte parameters: a NaN gave an all-NaN trajectory without an error
+        (lambda: maximal.simulate(model, p, pd, 1e-3, 2, alpha=np.nan), r"alpha is not finite: nan"),
+        (lambda: maximal.simulate(model, p, pd, 1e-3, 2, beta=np.inf), r"beta is not finite: inf"),
+        (lambda: maximal.simulate(model, p, pd, 1e-3, 2, alpha=-5.0), r"alpha must be >= 0 .* got -5.0"),
+        (lambda: maximal.accelerations(model, p, pd, beta=-1.0), r"beta must be >= 0 .* got -1.0"),
+        (lambda: maximal.accelerations(model, p, pd, alpha=[1.0, 2.0]), r"alpha must be a scalar"),
         (lambda: maximal.accelerations(model, [[0.0, 0.0, 0.0], [0.0, 0.0], [0.0, 0.0, 0.0]], pd),
          r"^p must be a rectangular array of real numbers"),
         (lambda: maximal.from_minimal(model, [[0.0, 0.0, 0.0], [0.0]], qd), r"^q must be a rectangular array"),

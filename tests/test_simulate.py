@@ -267,7 +267,8 @@ def test_scalar_constant_tau_and_zero_steps():
 
 def test_direct_calls_reuse_one_compilation_and_accept_unhashable_controllers():
     # simulate is one cached jax.jit: the same shapes and options do not compile
-    # again; an unhashable callable (a dataclass controller) is traced anew instead
+    # again; an unhashable callable (a dataclass controller) is cached on its program
+    # like any function (it was once traced anew at every call)
     import dataclasses
     import importlib
 
@@ -289,8 +290,109 @@ def test_direct_calls_reuse_one_compilation_and_accept_unhashable_controllers():
             return -self.k * q - 0.1 * qd
 
     a = jaxmb.simulate(model, q0, 0 * q0, PD(5.0), 1e-3, steps=20).q
+    size = sim._integrate._cache_size()
     b = jaxmb.simulate(model, q0, 0 * q0, lambda t, q, qd: -5.0 * q - 0.1 * qd, 1e-3, steps=20).q
     np.testing.assert_array_equal(a, b)
+    assert sim._integrate._cache_size() == size  # the same program: one compilation
+
+
+def test_a_changed_controller_is_read_at_every_call():
+    # a function tau or loads is traced at every call and the compilation is cached
+    # on its program: a Python number it reads (a closure's variable, an attribute)
+    # is part of the program, and an array it closes over is passed as data. The
+    # callable itself was once the cache key: with K changed from 1 to 100 below,
+    # the second call returned the first call's result
+    import gc
+    import importlib
+    import weakref
+
+    sim = importlib.import_module("jaxmb.simulate")
+    model = double_pendulum("relative")
+    q0, qd0 = np.array([-1.0, 0.5]), np.zeros(2)
+
+    def run(tau, loads=None):
+        return np.asarray(jaxmb.simulate(model, q0, qd0, tau, 1e-2, loads=loads, steps=20).q[-1])
+
+    K = 1.0
+    ctrl = lambda t, q, qd: -K * q  # noqa: E731
+    soft = run(ctrl)
+    size = sim._integrate._cache_size()
+    K = 100.0
+    stiff = run(ctrl)
+    assert np.abs(stiff - soft).max() > 0.1
+    np.testing.assert_array_equal(stiff, run(lambda t, q, qd: -100.0 * q))
+    K = 1.0
+    np.testing.assert_array_equal(run(ctrl), soft)  # unchanged programs: no new compilation
+    np.testing.assert_array_equal(run(lambda t, q, qd: -1.0 * q), soft)  # a new closure, the same program
+    assert sim._integrate._cache_size() == size + 1
+
+    class Spring:  # a controller object whose gain is an attribute
+        def __init__(self, k):
+            self.k = k
+
+        def __call__(self, t, q, qd):
+            return -self.k * q
+
+    spring = Spring(1.0)
+    np.testing.assert_array_equal(run(spring), soft)
+    spring.k = 100.0
+    np.testing.assert_array_equal(run(spring), stiff)
+    size = sim._integrate._cache_size()
+
+    # a gain matrix changed in place: data, read at every call without compiling again
+    G = np.eye(2)
+    mat = lambda t, q, qd: -G @ q  # noqa: E731
+    np.testing.assert_allclose(run(mat), soft, rtol=1e-13, atol=1e-13)
+    G *= 100.0
+    np.testing.assert_allclose(run(mat), stiff, rtol=1e-13, atol=1e-13)
+    assert sim._integrate._cache_size() == size + 1
+    # ... and not kept alive by the cache once the caller lets it go
+    def closing_over_a_gain():
+        Gj = jnp.eye(2)
+        return weakref.ref(Gj), run(lambda t, q, qd: -Gj @ q)
+
+    alive, out = closing_over_a_gain()
+    np.testing.assert_allclose(out, soft, rtol=1e-13, atol=1e-13)
+    gc.collect()
+    assert alive() is None
+
+    # a gain read by a pure_callback's Python function (a new function at every
+    # trace; the printed jaxpr shows it without its address): compiled anew
+    def host(t, q, qd):
+        return jax.pure_callback(lambda x: -K * np.asarray(x), jax.ShapeDtypeStruct((2,), q.dtype), q)
+
+    K = 1.0
+    np.testing.assert_allclose(run(host), soft, rtol=1e-13, atol=1e-13)
+    K = 100.0
+    np.testing.assert_allclose(run(host), stiff, rtol=1e-13, atol=1e-13)
+
+    # tau and loads both functions: a changed number in loads is read too
+    W = np.array([[0.0, 0.0, 1.0], [0.0, 0.0, -1.0]])
+    F = 1.0
+    push = lambda t, q, qd: F * jnp.sin(t) * W  # noqa: E731
+    a = run(ctrl, push)
+    np.testing.assert_array_equal(run(ctrl, push), a)
+    F = 10.0
+    assert np.abs(run(ctrl, push) - a).max() > 1e-4
+
+
+def test_function_output_must_broadcast_to_the_state():
+    # an output that broadcasts *with* the state but not *to* it, (4, 2) for (2,),
+    # got JAX's bare "Cannot broadcast to shape with fewer dimensions"
+    model = double_pendulum()
+    z = np.zeros(2)
+    cases = [
+        (z, dict(tau=lambda t, q, qd: jnp.zeros((4, 2))), r"tau\(t, q, qd\) must return an array broadcasting "
+         r"to \(2,\), got shape \(4, 2\)"),
+        (np.zeros((3, 2)), dict(tau=lambda t, q, qd: jnp.zeros((4, 1, 2))), r"broadcasting to \(3, 2\), "
+         r"got shape \(4, 1, 2\)"),
+        (z, dict(tau=0.0, loads=lambda t, q, qd: jnp.zeros((4, 2, 3))), r"loads\(t, q, qd\) must return an "
+         r"array broadcasting to \(2, 3\), got shape \(4, 2, 3\)"),
+        (z, dict(tau=lambda t, q, qd: 0.0), r"tau\(t, q, qd\) must return .* got shape \(\)"),  # no silent core
+    ]
+    for q0, kw, message in cases:
+        with pytest.raises(ValueError, match=message):
+            jaxmb.simulate(model, q0, z, kw.pop("tau"), 1e-3, steps=2, **kw)
 
 
 @pytest.mark.parametrize("segments", [3, 5])  # written-out RK4 stages (<= 4 segments) and the stages' scan
