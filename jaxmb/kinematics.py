@@ -365,6 +365,14 @@ def _check(model, q, name="q"):
     return model, q.astype(dtype)
 
 
+def _check_states(model, q, *rates):
+    """q and its rates (qd, qdd) checked and cast to their common dtype (float32 only
+    when all are float32, as the dynamics do), and the model to it."""
+    xs = [check_vector(model, x, nm) for x, nm in zip((q,) + rates, ("q", "qd", "qdd"))]
+    model, dtype = prepare(model, *xs)
+    return (model,) + tuple(x.astype(dtype) for x in xs)
+
+
 @batched_states("q")
 def segment_angles(model: Model, q):
     """Absolute segment angles theta (segments,), rad, counter-clockwise from +x."""
@@ -440,17 +448,14 @@ def point_jacobian(model: Model, q, segment: Segment, point=(0.0, 0.0)):
 @batched_states("q", "qd")
 def point_velocity(model: Model, q, qd, segment: Segment, point=(0.0, 0.0)):
     """World velocity (2,) of a point fixed on a segment, m/s."""
-    model, q = _check(model, q)
-    qd = check_vector(model, qd, "qd").astype(q.dtype)
+    model, q, qd = _check_states(model, q, qd)
     return jax.jvp(_point_fn(model, segment, point), (q,), (qd,))[1]
 
 
 @batched_states("q", "qd", "qdd")
 def point_acceleration(model: Model, q, qd, qdd, segment: Segment, point=(0.0, 0.0)):
     """World acceleration (2,) of a point fixed on a segment: J qdd + Jdot qd, m/s^2."""
-    model, q = _check(model, q)
-    qd = check_vector(model, qd, "qd").astype(q.dtype)
-    qdd = check_vector(model, qdd, "qdd").astype(q.dtype)
+    model, q, qd, qdd = _check_states(model, q, qd, qdd)
     f = _point_fn(model, segment, point)
     vel = lambda q_: jax.jvp(f, (q_,), (qd,))[1]  # noqa: E731
     return jax.jvp(f, (q,), (qdd,))[1] + jax.jvp(vel, (q,), (qd,))[1]
@@ -480,8 +485,7 @@ def constraint_jacobian(model: Model, q):
 @batched_states("q", "qd")
 def pose_velocity(model: Model, q, qd):
     """pdot = D qd (segments, 3): centre-of-mass velocities and angular velocities."""
-    model, q = _check(model, q)
-    qd = check_vector(model, qd, "qd").astype(q.dtype)
+    model, q, qd = _check_states(model, q, qd)
     return jax.jvp(lambda q_: pose(model, q_), (q,), (qd,))[1]
 
 
@@ -495,9 +499,7 @@ def _pose_acc(model: Model, q, qd, qdd):
 @batched_states("q", "qd", "qdd")
 def pose_acceleration(model: Model, q, qd, qdd):
     """pddot = D qdd + gamma (segments, 3): centre-of-mass and angular accelerations."""
-    model, q = _check(model, q)
-    qd = check_vector(model, qd, "qd").astype(q.dtype)
-    qdd = check_vector(model, qdd, "qdd").astype(q.dtype)
+    model, q, qd, qdd = _check_states(model, q, qd, qdd)
     return _pose_acc(model, q, qd, qdd)
 
 

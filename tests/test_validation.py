@@ -567,3 +567,12 @@ def test_torque_components_share_the_broadcast_leading_shape():
     assert {v.shape for v in parts.values()} == {(4, 5, MODEL.dof)}
     np.testing.assert_allclose(parts["total"], mb.inverse_dynamics(MODEL, Q, QD, np.zeros(MODEL.dof), loads),
                                rtol=1e-12, atol=1e-9)  # fmt: skip
+
+
+def test_velocity_maps_promote_like_the_dynamics():
+    # float32 q with float64 qd: the velocity maps cast qd down to q's float32, the
+    # dynamics promote to float64; now both promote, and all-float32 stays float32
+    q32, q64 = np.zeros(MODEL.dof, np.float32), np.full(MODEL.dof, 0.1)
+    assert mb.pose_velocity(MODEL, q32, q64).dtype == np.float64
+    assert mb.point_acceleration(MODEL, q32, q64, q64, 1).dtype == np.float64
+    assert mb.pose_acceleration(MODEL, q32, q32, q32).dtype == np.float32
