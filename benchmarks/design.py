@@ -66,8 +66,9 @@ arrays, and the kernel's private helpers on its internal (dof, B) layout).
    (inverse dynamics, forward dynamics, a 10-step ``simulate``; B = 1e3) with XLA's
    defaults, with LLVM's optimisation passes off and with the older CPU loop emitter
    (process-wide ``XLA_FLAGS`` in child processes, alternated, three rounds), and
-   each gradient's run time: how much of the compile is code generation; about 2
-   minutes.
+   each gradient's run time, with the 3-chain's inverse and forward dynamics at 1e5
+   samples: how much of the compile is code generation, and what each setting costs
+   at run time; about 2 minutes.
 
 Run: ``python -m benchmarks.design [--quick] [--only gradient_parts,gradient_compile_parts]``
 (about 5 minutes, and about 1 more for sections 8 and 9: 40 s for section 8 at 20:58
@@ -574,6 +575,19 @@ for name, f in fns.items():
     for _ in range(20):
         common.block(c(model))
     out[name] = {"compile_s": compile_s, "run_ms": (time.perf_counter() - t0) / 20 * 1e3}
+# the 3-chain's primal kernels at 1e5 samples: the setting's run time on a small model
+chain = common.chain_model(3)
+c3 = tuple(jax.device_put(a) for a in common.states(chain, 10**5, seed=5))
+for name, f in (("chain3 inverse_dynamics B=1e5", jaxmb.inverse_dynamics), ("chain3 forward_dynamics B=1e5", jaxmb.forward_dynamics)):
+    jax.clear_caches()
+    t0 = time.perf_counter()
+    c = jax.jit(lambda *a, f=f: f(chain, *a)).lower(*c3).compile()
+    compile_s = time.perf_counter() - t0
+    common.block(c(*c3))
+    t0 = time.perf_counter()
+    for _ in range(20):
+        common.block(c(*c3))
+    out[name] = {"compile_s": compile_s, "run_ms": (time.perf_counter() - t0) / 20 * 1e3}
 print(json.dumps(out))
 """
 
@@ -585,7 +599,9 @@ def compile_backend(log=print, rounds: int = 3) -> list:
     (LLVM's optimisation passes off: what they cost, and what the code then runs
     at); ``--xla_cpu_use_fusion_emitters=false`` (the older loop emitter). The
     flags are process-wide XLA settings, for this measurement only: the library
-    sets none."""
+    sets none. The child also compiles and times the 3-chain's inverse and forward
+    dynamics at 1e5 samples (no gradient): what each setting does to a small model's
+    kernels."""
     import json
     import os
     import pathlib
