@@ -458,24 +458,35 @@ def gradient_parts(log=print) -> list:
     return rows
 
 
-def gradient_compile_parts(log=print) -> list:
-    """Trace, lowering and compile seconds of the human's primals and gradients."""
+def human_functions():
+    """(model, {name: f(model)}, (q, qdd)): the seven-segment human's inverse dynamics,
+    forward dynamics and a 10-step simulate of B = 1e3 states with per-sample loads,
+    as functions of the model (sections 9 and 13)."""
     import jax
-    import jax.numpy as jnp
 
     import jaxmb
-    from jaxmb import batch as jb
 
     model = jaxmb.seven_segment_human()
     B = 10**3
     q, qd, x = (jax.device_put(a) for a in common.states(model, B, seed=17))
     ld = jax.device_put(np.random.default_rng(18).normal(0.0, 10.0, (B, model.segments, 3)))
-    still = model.replace(gravity=jnp.zeros_like(model.gravity))
     fns = {
         "inverse_dynamics": lambda m: jaxmb.inverse_dynamics(m, q, qd, x, ld),
         "forward_dynamics": lambda m: jaxmb.forward_dynamics(m, q, qd, x, ld),
         "simulate": lambda m: jaxmb.simulate(m, q, qd, x, 1e-3, steps=10).q,
     }
+    return model, fns, (q, x)
+
+
+def gradient_compile_parts(log=print) -> list:
+    """Trace, lowering and compile seconds of the human's primals and gradients."""
+    import jax
+    import jax.numpy as jnp
+
+    from jaxmb import batch as jb
+
+    model, fns, (q, x) = human_functions()
+    still = model.replace(gravity=jnp.zeros_like(model.gravity))
     cases = {}
     for name, f in fns.items():
         cases[name] = f
@@ -554,15 +565,8 @@ jax.config.update("jax_enable_x64", True)
 import jaxmb
 sys.path.insert(0, sys.argv[1])
 from benchmarks import common
-model = jaxmb.seven_segment_human()
-B = 10**3
-q, qd, x = (jax.device_put(a) for a in common.states(model, B, seed=17))
-ld = jax.device_put(np.random.default_rng(18).normal(0.0, 10.0, (B, model.segments, 3)))
-fns = {
-    "inverse_dynamics": lambda m: jaxmb.inverse_dynamics(m, q, qd, x, ld),
-    "forward_dynamics": lambda m: jaxmb.forward_dynamics(m, q, qd, x, ld),
-    "simulate": lambda m: jaxmb.simulate(m, q, qd, x, 1e-3, steps=10).q,
-}
+from benchmarks.design import human_functions
+model, fns, _ = human_functions()
 out = {}
 for name, f in fns.items():
     g = jax.grad(lambda m, f=f: jnp.sum(f(m) ** 2))
