@@ -36,7 +36,7 @@ def add_command(subparsers) -> None:
 
 
 def _fail(msg: str) -> int:
-    print(f"jaxmb identify: {msg}", file=sys.stderr)
+    print(f"jaxmb identify: error: {msg}", file=sys.stderr)
     return 2
 
 
@@ -56,6 +56,9 @@ def _run(args) -> int:
         return _fail(f"--perturb must be in [0, 1) (a fraction of each parameter), got {args.perturb}")
     if args.stride < 1:
         return _fail(f"--stride must be >= 1, got {args.stride}")
+    if len(range(0, 6001, args.stride)) < 10:  # the fit needs more measured values than parameters
+        return _fail(f"--stride {args.stride} leaves {len(range(0, 6001, args.stride))} of the 6001 frames: "
+                     "at most 600 (10 frames)")  # fmt: skip
     if args.draws != 0 and args.draws < 2:
         return _fail(f"--draws must be 0 (no bands) or >= 2, got {args.draws}")
     if args.out:

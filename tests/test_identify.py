@@ -635,7 +635,11 @@ def test_running_data_recovered_by_the_command_line(tmp_path, capsys):
     assert not [p for p in tmp_path.iterdir() if p.name.startswith(".tmp")]
     args = parser.parse_args(["identify", "--perturb", "1.5", "--out", ""])
     assert args.func(args) == 2
-    assert "--perturb must be in [0, 1)" in capsys.readouterr().err
+    assert "jaxmb identify: error: --perturb must be in [0, 1)" in capsys.readouterr().err
+    # a stride that leaves too few frames: the command's own message, not the fit's free=...
+    args = parser.parse_args(["identify", "--stride", "7000", "--out", ""])
+    assert args.func(args) == 2
+    assert "--stride 7000 leaves 1 of the 6001 frames" in capsys.readouterr().err
 
 
 # ---------------------------------------------------------------------- fixtures
