@@ -1451,11 +1451,9 @@ def _operator(spec: Spec, topo: Model):
     # reverse: an AssertionError in its JVP's batching rule; reverse over reverse: it
     # has no partial evaluation, "Linearization failed"). Under jax.vmap this primal
     # is batched by JAX rather than by _vmap_rule, as gradient="autodiff"'s primal
-    # always was, and as fast or faster (ad hoc, interleaved on the 2-core CPU:
-    # jit(vmap(grad)) with respect to the model and q at 2e4 samples, ms with the
-    # rule / without: inverse dynamics 3-chain 18.3 / 13.8, human 49.9 / 32.1;
-    # forward dynamics 14.8 / 12.5 and 36.4 / 34.6; a 10-step simulate at 200
-    # samples 4.84 / 4.79 and 15.2 / 15.4). Calls not differentiated keep ``g``.
+    # always was, and as fast or faster (jit(vmap(grad)) of inverse dynamics, forward
+    # dynamics and simulate, the 3-chain and the human, in an ad-hoc interleaved
+    # comparison that was not kept). Calls not differentiated keep ``g``.
     g_fwd = jax.custom_jvp(raw)
     g_fwd.defjvp(rule, symbolic_zeros=True)
 

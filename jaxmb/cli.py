@@ -98,12 +98,9 @@ def _json_text(obj) -> str:
 
 
 def _cmd_reach(args):
-    import jax
-
     if args.out and os.path.exists(args.out) and not os.path.isdir(args.out):
         print(f"jaxmb reach: error: --out {args.out} exists and is not a folder", file=sys.stderr)
         return 2
-    jax.config.update("jax_enable_x64", True)
     res = reaching_torques(args.duration, gravity=args.gravity, samples=args.samples)
     summary = _summary(res)
     print(f"Two-link arm (Dempster via the notes: 1.70 m, 70 kg), minimum-jerk reach in {args.duration} s, "

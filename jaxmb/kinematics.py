@@ -359,15 +359,9 @@ def pose(model: Model, q, z=None):
     return jnp.concatenate([c, theta[:, None]], axis=1)
 
 
-def _check(model, q, name="q"):
-    q = check_vector(model, q, name)
-    model, dtype = prepare(model, q)
-    return model, q.astype(dtype)
-
-
-def _check_states(model, q, *rates):
-    """q and its rates (qd, qdd) checked and cast to their common dtype (float32 only
-    when all are float32, as the dynamics do), and the model to it."""
+def _check(model, q, *rates):
+    """(model, q, *rates): q and its rates (qd, qdd) checked and cast to their common
+    dtype (float32 only when all are float32, as the dynamics do), and the model to it."""
     xs = [check_vector(model, x, nm) for x, nm in zip((q,) + rates, ("q", "qd", "qdd"))]
     model, dtype = prepare(model, *xs)
     return (model,) + tuple(x.astype(dtype) for x in xs)
@@ -448,14 +442,14 @@ def point_jacobian(model: Model, q, segment: Segment, point=(0.0, 0.0)):
 @batched_states("q", "qd")
 def point_velocity(model: Model, q, qd, segment: Segment, point=(0.0, 0.0)):
     """World velocity (2,) of a point fixed on a segment, m/s."""
-    model, q, qd = _check_states(model, q, qd)
+    model, q, qd = _check(model, q, qd)
     return jax.jvp(_point_fn(model, segment, point), (q,), (qd,))[1]
 
 
 @batched_states("q", "qd", "qdd")
 def point_acceleration(model: Model, q, qd, qdd, segment: Segment, point=(0.0, 0.0)):
     """World acceleration (2,) of a point fixed on a segment: J qdd + Jdot qd, m/s^2."""
-    model, q, qd, qdd = _check_states(model, q, qd, qdd)
+    model, q, qd, qdd = _check(model, q, qd, qdd)
     f = _point_fn(model, segment, point)
     vel = lambda q_: jax.jvp(f, (q_,), (qd,))[1]  # noqa: E731
     return jax.jvp(f, (q,), (qdd,))[1] + jax.jvp(vel, (q,), (qd,))[1]
@@ -485,7 +479,7 @@ def constraint_jacobian(model: Model, q):
 @batched_states("q", "qd")
 def pose_velocity(model: Model, q, qd):
     """pdot = D qd (segments, 3): centre-of-mass velocities and angular velocities."""
-    model, q, qd = _check_states(model, q, qd)
+    model, q, qd = _check(model, q, qd)
     return jax.jvp(lambda q_: pose(model, q_), (q,), (qd,))[1]
 
 
@@ -499,7 +493,7 @@ def _pose_acc(model: Model, q, qd, qdd):
 @batched_states("q", "qd", "qdd")
 def pose_acceleration(model: Model, q, qd, qdd):
     """pddot = D qdd + gamma (segments, 3): centre-of-mass and angular accelerations."""
-    model, q, qd, qdd = _check_states(model, q, qd, qdd)
+    model, q, qd, qdd = _check(model, q, qd, qdd)
     return _pose_acc(model, q, qd, qdd)
 
 

@@ -249,10 +249,9 @@ def _program_key(jaxpr):
     Other parameters compare by their own equality: a ``pure_callback``'s function by
     identity, so that a new one compiles anew (the printed jaxpr hides its address).
     The rules of ``custom_jvp`` and ``custom_vjp`` (remade at every trace, and serving
-    derivatives only) are told apart by their names. About 5x faster than the
-    printed jaxpr (5 ms against 26 ms for a computed-torque controller of a
-    seven-segment model)."""
-    from jax.extend import core as jcore  # here: jax.extend's import costs 20 ms
+    derivatives only) are told apart by their names. Faster than printing the
+    jaxpr, which also hides a callback's identity."""
+    from jax.extend import core as jcore  # here, not at import: jax.extend is slow to import
 
     comparable = True
 
