@@ -93,6 +93,7 @@ import numpy as np
 from jax import lax
 from jax.custom_batching import custom_vmap
 
+from .kinematics import _float_dtype
 from .model import Model, ancestor_matrix
 
 __all__ = ["sincos", "Spec", "run", "call", "evaluate"]
@@ -1194,14 +1195,6 @@ class Spec(NamedTuple):
 
 
 _TAU = Spec("tau")
-
-
-def _float_dtype(*xs):
-    """The floating dtype of the inputs (float32 stays float32; ints become float)."""
-    dt = jnp.result_type(*xs)
-    if not jnp.issubdtype(dt, jnp.floating):
-        dt = jnp.result_type(float)
-    return dt
 
 
 def _core(spec: Spec, model) -> tuple:

@@ -520,10 +520,10 @@ def coordinates_to(model: Model, x, kind: str):
     x = jnp.asarray(check_batch(model, x, "x"))
     if kind not in ("relative", "absolute"):
         raise ValueError(f"kind must be 'relative' or 'absolute', got {kind!r}")
+    x = x.astype(_float_dtype(x))  # float, also when nothing converts
     if kind == model.coordinates:
         return x
-    dtype = _float_dtype(x)
-    x = x.astype(dtype)
+    dtype = x.dtype
     nb = model.nbase
     # theta = A q_relative, and q_relative = A^-1 theta (theta_i - theta_parent(i))
     A = ancestor_matrix(model.parent) if kind == "absolute" else _ancestor_inverse(model.parent)
@@ -551,10 +551,10 @@ def forces_to(model: Model, Q, kind: str):
     Q = jnp.asarray(check_batch(model, Q, "Q"))
     if kind not in ("relative", "absolute"):
         raise ValueError(f"kind must be 'relative' or 'absolute', got {kind!r}")
+    Q = Q.astype(_float_dtype(Q))  # float, also when nothing converts
     if kind == model.coordinates:
         return Q
-    dtype = _float_dtype(Q)
-    Q = Q.astype(dtype)
+    dtype = Q.dtype
     nb = model.nbase
     # Q_relative = A^T Q_absolute, Q_absolute = A^-T Q_relative (row vectors: Q A, Q A^-1)
     A = ancestor_matrix(model.parent) if kind == "relative" else _ancestor_inverse(model.parent)

@@ -392,6 +392,18 @@ def test_float32_model_with_float32_inputs_stays_float32_under_jit():
     assert all(leaf.dtype == jnp.float32 for leaf in jax.tree_util.tree_leaves(g))
 
 
+def test_coordinate_maps_return_floats_also_when_nothing_converts():
+    """Integer input to coordinates_to / forces_to gives a float array for either target
+    kind: converting to the model's own kind (the identity) promotes like the other."""
+    model = branched()
+    x = np.arange(model.dof)  # integers
+    for kind in ("relative", "absolute"):
+        for f in (mb.coordinates_to, mb.forces_to):
+            out = f(model, x, kind)
+            assert out.dtype == jnp.float64, (f.__name__, kind, out.dtype)
+        np.testing.assert_array_equal(mb.coordinates_to(model, x, model.coordinates), x)
+
+
 # ------------------------------------------------------------------ pytree
 
 
