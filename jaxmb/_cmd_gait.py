@@ -248,6 +248,9 @@ def _trials_table(names, results, stances):
     for name, res, st in zip(names, results, stances):
         pk = _peaks(res, st)
         cut = "" if res.cutoff is None else f"{float(res.cutoff):.6g}"
+        # contact time: stance frames x the sample interval. Contact begins between the
+        # frame before st.start and st.start and ends between st.stop - 1 and st.stop, so
+        # this is unbiased; the last-minus-first frame time is one interval short on average
         dur = (st.stop - st.start) / res.rate
         vals = [f"{pk[j][i]:.6g}" for j in JOINTS for i in (0, 2, 4)]
         table.writerow([name, str(res.frames), f"{dur:.6g}", f"{res.body_mass:.6g}", cut] + vals)

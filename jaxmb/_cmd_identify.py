@@ -26,7 +26,8 @@ def add_command(subparsers) -> None:
         help="fit the running leg's segment parameters to its true joint moments and forces",
         description=__doc__.split("\n\n")[1].replace("\n", " "),
     )
-    p.add_argument("--out", default="jaxmb-identify", help="folder for the CSV and figures ('' for none)")
+    p.add_argument("--out", default="jaxmb-out/identify",
+                   help="folder for the CSV and figures (default jaxmb-out/identify; '' for none)")
     p.add_argument("--perturb", type=float, default=0.3, help="start: every parameter off by this fraction (0.3)")
     p.add_argument("--seed", type=int, default=0, help="seed of the perturbation's signs and of the draws")
     p.add_argument("--loss", choices=("huber", "l2"), default="huber", help="loss of the consistent fit")

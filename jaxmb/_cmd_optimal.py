@@ -31,7 +31,8 @@ def add_command(sub):
     p.add_argument("--mass", type=float, default=70.0, help="body mass, kg (default 70)")
     p.add_argument("--nodes", type=int, default=100, help="time nodes (default 100)")
     p.add_argument("--grid", type=int, default=0, help="also map the path curvature to N x N targets (default 0: off)")
-    p.add_argument("--out", default="jaxmb-out", help="folder for the figure and CSV files")
+    p.add_argument("--out", default="jaxmb-out/optimal",
+                   help="folder for the figure and CSV files (default jaxmb-out/optimal)")
     p.set_defaults(func=run)
 
 

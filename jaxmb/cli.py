@@ -200,8 +200,8 @@ def main(argv=None) -> int:
     p.add_argument("--duration", type=float, default=0.5, help="movement time, s (default 0.5)")
     p.add_argument("--gravity", type=float, default=9.81, help="m/s^2 (0: horizontal plane)")
     p.add_argument("--samples", type=int, default=201, help="time samples of the movement (default 201)")
-    p.add_argument("--out", default="jaxmb-out",
-                   help="folder for the figure and summary (default jaxmb-out; '' for none)")  # fmt: skip
+    p.add_argument("--out", default="jaxmb-out/reach",
+                   help="folder for the figure and summary (default jaxmb-out/reach; '' for none)")  # fmt: skip
     p.set_defaults(func=_cmd_reach)
     b = sub.add_parser("bench", help="rerun the benchmarks (from a source checkout)")
     b.add_argument("rest", nargs=argparse.REMAINDER)

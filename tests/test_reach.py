@@ -136,3 +136,14 @@ def test_cli_reach_json_is_strict_and_files_follow_the_umask(tmp_path):
     for p in tmp_path.iterdir():
         assert p.stat().st_mode & 0o777 == 0o666 & ~umask, p
     assert not [p for p in tmp_path.iterdir() if p.name.startswith(".")]
+
+
+def test_every_command_writes_under_jaxmb_out_by_default(capsys):
+    """One default output root, a folder per command (identify used to write to
+    jaxmb-identify/ and reach and optimal to jaxmb-out/ itself, where their files mixed)."""
+    for command in ("reach", "optimal", "identify", "gait"):
+        with pytest.raises(SystemExit) as stop:
+            main([command, "--help"])
+        assert stop.value.code == 0
+        text = "".join(capsys.readouterr().out.split())  # argparse wraps lines, also at hyphens
+        assert f"(defaultjaxmb-out/{command}" in text, (command, text)
