@@ -17,8 +17,9 @@ __all__ = ["simulate", "Trajectory"]
 
 _PLAIN_PARAMS = (int, float, complex, str, bytes, type(None), np.dtype, np.generic)
 # equations whose function-valued parameters are derivative rules, remade at every
-# trace (a custom_jvp's memoized jvp): keyed on by name, since keying on the objects
-# would defeat the cache for jax.nn.relu or softplus
+# trace: keying on the objects would defeat the cache for jax.nn.relu or softplus. A
+# custom_jvp's rule is keyed on its traced program (_rule_key), a custom_vjp's
+# backward function (Python until its residuals are known) on its name
 _NAMED_RULES = ("custom_jvp_call", "custom_vjp_call")
 
 
@@ -69,9 +70,11 @@ def simulate(
       tau: generalized forces: a function ``tau(t, q, qd)`` returning an array that
         broadcasts to ``q`` (a controller, evaluated at every stage of the
         integrator; needs ``steps``. It is traced at every call, so that the Python
-        numbers it reads, a gain say, are those of the call; the arrays it closes
-        over are passed as data, and a repeated call with the same program reuses
-        the compilation), a constant that broadcasts to (..., dof) (a
+        numbers it reads, a gain say, are those of the call, its ``custom_jvp``
+        rules included (a ``custom_vjp``'s backward function is known by its name:
+        it must not read Python numbers that change between calls); the arrays it
+        closes over are passed as data, and a repeated call with the same program
+        reuses the compilation), a constant that broadcasts to (..., dof) (a
         scalar such as 0.0 included), or an array over steps, (steps, ..., dof) (held
         constant over each step; one more dimension than a constant: for a batch,
         (steps, 1, dof) shares one profile).
@@ -248,9 +251,11 @@ def _program_key(jaxpr):
     constants, array literals under jax_use_simplified_jaxpr_constants) by value.
     Other parameters compare by their own equality: a ``pure_callback``'s function by
     identity, so that a new one compiles anew (the printed jaxpr hides its address).
-    The rules of ``custom_jvp`` and ``custom_vjp`` (remade at every trace, and serving
-    derivatives only) are told apart by their names. Faster than printing the
-    jaxpr, which also hides a callback's identity."""
+    The rules of ``custom_jvp`` (remade at every trace) are described by their own
+    traced program and constants, so that a rule reading a changed Python number
+    compiles anew; a ``custom_vjp``'s backward function, Python until its residuals
+    are known, by its name. Faster than printing the jaxpr, which also hides a
+    callback's identity."""
     from jax.extend import core as jcore  # here, not at import: jax.extend is slow to import
 
     comparable = True
@@ -278,6 +283,32 @@ def _program_key(jaxpr):
             return ("rule", getattr(v, "__name__", type(v).__name__))
         return v
 
+    in_rule = False
+
+    def rule(e):
+        """The custom_jvp rule's program (all tangents nonzero), or None for a rule
+        within a rule (a rule usually calls its own function, whose rule is itself)
+        and where this JAX's rule object cannot be traced so: its name keys it."""
+        nonlocal in_rule
+        if in_rule:
+            return None
+        in_rule = True
+        try:
+            n = len(e.params["call_jaxpr"].jaxpr.invars) - e.params["num_consts"]
+            jaxpr, consts, out_zeros = e.params["jvp_jaxpr_fun"].call_wrapped(*[False] * n)
+            return ("jvp", walk(getattr(jaxpr, "jaxpr", jaxpr)), tuple(map(data, consts)), tuple(out_zeros))
+        except Exception:  # an internal interface of JAX that changed
+            return None
+        finally:
+            in_rule = False
+
+    def params(e):
+        named = e.primitive.name in _NAMED_RULES
+        out = tuple((k, param(p, named)) for k, p in sorted(e.params.items()))
+        if e.primitive.name == "custom_jvp_call":
+            out += (rule(e),)
+        return out
+
     def walk(j):
         names = {}
 
@@ -288,7 +319,7 @@ def _program_key(jaxpr):
 
         head = tuple((ref(v), v.aval) for v in (*j.constvars, *j.invars))
         body = tuple((e.primitive.name, tuple(map(ref, e.invars)),
-                      tuple((k, param(p, e.primitive.name in _NAMED_RULES)) for k, p in sorted(e.params.items())),
+                      params(e),
                       tuple(map(ref, e.outvars))) for e in j.eqns)  # fmt: skip
         return head, body, tuple(map(ref, j.outvars))
 

@@ -376,6 +376,45 @@ def test_a_changed_controller_is_read_at_every_call():
     assert np.abs(run(ctrl, push) - a).max() > 1e-4
 
 
+def test_a_changed_custom_derivative_rule_is_read_at_every_call():
+    # a custom_jvp rule is keyed on its traced program: a rule reading a changed
+    # Python number compiles anew (it was keyed by its name, and the gradient below
+    # stayed that of S = 1), while jax.nn.relu's rule, remade at every trace, still
+    # reuses one compilation
+    import importlib
+
+    sim = importlib.import_module("jaxmb.simulate")
+    model = double_pendulum("relative")
+    q0 = jnp.array([0.3, -0.2])
+
+    @jax.custom_jvp
+    def sat(x):
+        return jnp.tanh(x)
+
+    @sat.defjvp
+    def sat_jvp(p, t):  # a rule of its own, with its own gain S
+        return sat(p[0]), S * t[0]
+
+    def grad_of(ctrl):
+        loss = lambda q0: jaxmb.simulate(model, q0, jnp.zeros(2), ctrl, 1e-2, steps=10).q[-1].sum()  # noqa: E731
+        return np.asarray(jax.grad(loss)(q0))
+
+    S = 1.0
+    g1 = grad_of(lambda t, q, qd: -sat(q))
+    S = 5.0
+    g5 = grad_of(lambda t, q, qd: -sat(q))
+    assert np.abs(g5 - g1).max() > 1e-3
+    # the rule's S = 5 against the same derivative written without a rule
+    tanh5 = lambda x: jax.lax.stop_gradient(jnp.tanh(x)) + 5.0 * (x - jax.lax.stop_gradient(x))  # noqa: E731
+    np.testing.assert_allclose(g5, grad_of(lambda t, q, qd: -tanh5(q)), rtol=1e-12, atol=1e-12)
+
+    relu = lambda t, q, qd: -jax.nn.relu(q)  # noqa: E731
+    grad_of(relu)
+    size = sim._integrate._cache_size()
+    grad_of(lambda t, q, qd: -jax.nn.relu(q))
+    assert sim._integrate._cache_size() == size
+
+
 def test_function_output_must_broadcast_to_the_state():
     # an output that broadcasts *with* the state but not *to* it, (4, 2) for (2,),
     # got JAX's bare "Cannot broadcast to shape with fewer dimensions"
