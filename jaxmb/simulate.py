@@ -72,9 +72,10 @@ def simulate(
         integrator; needs ``steps``. It is traced at every call, so that the Python
         numbers it reads, a gain say, are those of the call, its ``custom_jvp``
         rules included (a ``custom_vjp``'s backward function is known by its name:
-        it must not read Python numbers that change between calls); the arrays it
-        closes over are passed as data, and a repeated call with the same program
-        reuses the compilation), a constant that broadcasts to (..., dof) (a
+        it must not read Python numbers that change between calls; a
+        ``jax.pure_callback`` is known by its function, so a new function at every
+        call compiles at every call); the arrays it closes over are passed as data,
+        and a repeated call with the same program reuses the compilation), a constant that broadcasts to (..., dof) (a
         scalar such as 0.0 included), or an array over steps, (steps, ..., dof) (held
         constant over each step; one more dimension than a constant: for a batch,
         (steps, 1, dof) shares one profile).
