@@ -303,11 +303,11 @@ def forward_dynamics(model: Model, q, qd, tau, loads=None, *, chunk: int | None 
       to lam (up to 32 segments). q, qd and loads get JAX's reverse mode of the
       recursion (its matrix form when the kernel is unrolled).
       The gradient of the seven-segment human's forward dynamics with respect to
-      the model compiles in 2.15 s against 2.98 s with "autodiff", which traces the
+      the model compiles in 1.84 s against 2.49 s with "autodiff", which traces the
       forward-mode derivative and lets JAX transpose it (a 10-step
-      :func:`jaxmb.simulate`: 3.44 s against 5.57 s). B = 1e3, medians of three
+      :func:`jaxmb.simulate`: 3.35 s against 4.97 s). B = 1e3, medians of three
       compiles on this project's 2-core CPU, ``python -m benchmarks --only
-      gradient_compile``, 2026-11-24 05:11 UTC (2.94 s at B = 1e5, where the
+      gradient_compile``, 2026-11-24 10:36 UTC (2.32 s at B = 1e5, where the
       kernel runs in chunks).
       ``jax.jvp`` and ``jax.jacfwd`` of it raise "can't apply forward-mode autodiff
       (jvp) to a custom_vjp function": use "autodiff" for them. Reverse over reverse and forward over
