@@ -146,9 +146,9 @@ def _compile_cache(path: str | None, explicit: bool = False) -> str | None:
 
     The same command run again (on other files of the same shapes, or with options
     that do not change the programs) then loads its compiled programs from disk
-    instead of compiling them again: ``jaxmb optimal`` took 11.7 s on a cold cache
-    and 3.8 s on a warm one, ``jaxmb identify`` 7.6 s and 4.5 s (this project's
-    2-core CPU; ``python -m benchmarks.bench_cli``, recorded in
+    instead of compiling them again: ``jaxmb optimal`` took 11.4 s on a cold cache
+    and 3.9 s on a warm one, ``jaxmb identify`` 7.3 s and 4.0 s (medians on this
+    project's 2-core CPU; ``python -m benchmarks.bench_cli``, recorded in
     ``benchmarks/results_cli.json``).
 
     ``path`` None (``--no-cache``): JAX's cache is switched off, even one set by
@@ -192,13 +192,14 @@ def main(argv=None) -> int:
                f"{default_cache_dir()}; JAXMB_CACHE_DIR sets it); --no-cache switches that off.",
     )  # fmt: skip
     parser.add_argument("--cache-dir", default=None,
-                        help="folder of the persistent compilation cache (default: $JAXMB_CACHE_DIR, "
-                             "else $XDG_CACHE_HOME/jaxmb/xla, else ~/.cache/jaxmb/xla)")  # fmt: skip
+                        help="folder of the persistent compilation cache (default: $JAX_COMPILATION_CACHE_DIR when "
+                             "JAX was given one, else $JAXMB_CACHE_DIR, else $XDG_CACHE_HOME/jaxmb/xla, "
+                             "else ~/.cache/jaxmb/xla)")  # fmt: skip
     parser.add_argument("--no-cache", action="store_true", help="compile everything afresh; keep nothing on disk")
     sub = parser.add_subparsers(dest="command", required=True)
     p = sub.add_parser("reach", help="joint torques of a minimum-jerk reach of the two-link arm")
     p.add_argument("--duration", type=float, default=0.5, help="movement time, s (default 0.5)")
-    p.add_argument("--gravity", type=float, default=9.81, help="m/s^2 (0: horizontal plane)")
+    p.add_argument("--gravity", type=float, default=9.81, help="m/s^2 (default 9.81; 0: horizontal plane)")
     p.add_argument("--samples", type=int, default=201, help="time samples of the movement (default 201)")
     p.add_argument("--out", default="jaxmb-out/reach",
                    help="folder for the figure and summary (default jaxmb-out/reach; '' for none)")  # fmt: skip
