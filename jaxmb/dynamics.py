@@ -321,11 +321,10 @@ def forward_dynamics(model: Model, q, qd, tau, loads=None, *, chunk: int | None 
       (q, qd, loads) is, for models that "auto" unrolls, the unrolled recursion's
       JVP in forward mode and JAX's reverse mode of the matrix form in reverse mode.
       Reverse mode of the matrix form compiles and runs faster than that of the
-      unrolled kernel: the gradient of a 10-step :func:`jaxmb.simulate` of a
-      7-segment chain at B = 1e4 compiled in 17.5 s instead of 26.2 s and ran in
-      0.63 s instead of 1.31 s (an ad-hoc alternated run). The price is a longer
-      trace of forward mode: the 3-chain's tangent compiled in 2.6 s instead of
-      1.8 s.
+      unrolled kernel (for the gradient of a 10-step :func:`jaxmb.simulate` of a
+      7-segment chain, in an ad-hoc alternated comparison while developing: about
+      1.5x faster to compile and 2x to run); the price is a longer trace of
+      forward mode.
 
     Args:
       model: the model.
