@@ -415,41 +415,109 @@ class BaseParameters:
 
 
 def _symbols(model: Model) -> list:
-    """(value, word) pairs for the coefficients the grouping of parameters produces:
-    the joint distances a_k (``L[parent]`` where the joint is at the parent's end),
-    their squares and products."""
+    """(value, word, bases) for the coefficients the grouping of parameters produces:
+    the joint distances a_k (``L[parent]`` where the joint is at the parent's end,
+    else ``a[child]``), their squares and products. ``bases`` indexes the distances a
+    symbol is made of (() for 1) in the list of sets of joints (child segment
+    indices) each distance stands for, the second item returned."""
     par = np.maximum(np.asarray(model.parent), 0)
     a = np.where(model.attach_end, np.asarray(model.length, dtype=float)[par], np.asarray(model.attach, dtype=float))
-    base = []
+    base, joints = [], []
     for k, p in enumerate(model.parent):
         if p < 0:
             continue
         word = f"L[{model.names[p]}]" if model.attach_end[k] else f"a[{model.names[k]}]"
-        if all(w != word for _, w in base):
+        for b, (_, w) in enumerate(base):
+            if w == word:  # children at the same parent's end share L[parent]
+                joints[b].add(k)
+                break
+        else:
             base.append((a[k], word))
-    out = [(1.0, "")]
-    for v, w in base:
-        out += [(v, w), (v * v, f"{w}^2")]
+            joints.append({k})
+    out = [(1.0, "", ())]
+    for b, (v, w) in enumerate(base):
+        out += [(v, w, (b,)), (v * v, f"{w}^2", (b, b))]
     for i in range(len(base)):
         for j in range(i + 1, len(base)):
-            out.append((base[i][0] * base[j][0], f"{base[i][1]}*{base[j][1]}"))
-    return out
+            out.append((base[i][0] * base[j][0], f"{base[i][1]}*{base[j][1]}", (i, j)))
+    return out, joints
 
 
-def _word(coef: float, name: str, symbols) -> tuple:
-    """(sign, text) of coef*name, with coef written as a symbol where it is one."""
+def _path(parent, i: int, j: int) -> set:
+    """The joints (child segment indices) on the tree path between segments i and j."""
+    up_i, k = [], i
+    while k >= 0:
+        up_i.append(k)
+        k = parent[k]
+    up_j, k = [], j
+    while k >= 0:
+        up_j.append(k)
+        k = parent[k]
+    common = set(up_i) & set(up_j)
+    return {k for k in up_i + up_j if k not in common}
+
+
+def _toward(parent, i: int, d: int):
+    """The child of segment i on the path from i down to segment d (None when d is not
+    distal to i)."""
+    k = d
+    while k >= 0 and parent[k] != i:
+        k = parent[k]
+    return None if k < 0 or k == i else k
+
+
+def _rank(model: Model, joints, lead: int, k: int):
+    """Preference (lower first) of a symbol's bases for the coefficient of parameter k
+    in a combination with parameter ``lead`` (flat indices), from the kinematic
+    structure: the grouping rule moves a mass m[d] into J[i] (times a^2) and mx[i]
+    (times a) with a the distance of the joint on segment i that leads toward d, so
+    that distance ranks first; then symbols of joints on the path between the two
+    segments, or 1; then any other."""
+    parent = tuple(int(p) for p in model.parent)
+    (si, pi_), (sk, pk) = divmod(lead, 4), divmod(k, 4)
+    expect = None
+    if (pi_ == 0) != (pk == 0):  # a mass and a J, mx or my
+        seg, mseg, par = (sk, si, pk) if pi_ == 0 else (si, sk, pi_)
+        c = _toward(parent, seg, mseg)
+        if c is not None and par in (1, 3):
+            expect = (c, 1 if par == 1 else 2)
+    path = _path(parent, si, sk)
+
+    def rank(bases):
+        if expect is not None and len(bases) == expect[1] and all(expect[0] in joints[b] for b in bases):
+            return 0
+        if not bases or all(joints[b] & path for b in bases):
+            return 1
+        return 2
+
+    return rank
+
+
+def _word(coef: float, name: str, symbols, rank=None) -> tuple:
+    """(sign, text) of coef*name, with coef written as a symbol where it is one (of the
+    symbols with its value, the first of the lowest ``rank``)."""
     sign = "-" if coef < 0 else "+"
     c = abs(coef)
-    for v, w in symbols:
+    best = None
+    for v, w, bases in symbols:
         if v != 0 and abs(c - v) <= 1e-6 * abs(v):
-            return sign, (f"{w}*{name}" if w else name)
+            r = 0 if rank is None else rank(bases)
+            if best is None or r < best[0]:
+                best = (r, w)
+    if best is not None:
+        w = best[1]
+        return sign, (f"{w}*{name}" if w else name)
     return sign, f"{c:.4g}*{name}"
 
 
-def _expression(terms, symbols) -> str:
+def _expression(model: Model, terms, symbols) -> str:
+    """``terms``: (coefficient, flat parameter index), the leading one first."""
+    sym, joints = symbols
+    names = parameter_names(model)
+    lead = terms[0][1]
     out = ""
-    for coef, name in terms:
-        sign, text = _word(coef, name, symbols)
+    for coef, k in terms:
+        sign, text = _word(coef, names[k], sym, _rank(model, joints, lead, k))
         out += (f"-{text}" if sign == "-" else text) if not out else f" {sign} {text}"
     return out
 
@@ -555,15 +623,15 @@ def base_parameters(model: Model, Y, *, rtol: float | None = None, order: Sequen
     sym = _symbols(model)
     combos = []
     for r_, k in enumerate(indep_s):
-        terms = [(1.0, names[k])] + [(beta[r_, j], names[d]) for j, d in enumerate(dep_s) if beta[r_, j] != 0]
-        combos.append(_expression(terms, sym))
+        terms = [(1.0, k)] + [(beta[r_, j], d) for j, d in enumerate(dep_s) if beta[r_, j] != 0]
+        combos.append(_expression(model, terms, sym))
     null = np.zeros((p, len(dep_s)))
     words = []
     for j, d in enumerate(dep_s):
         null[d, j] = 1.0
         null[indep_s, j] = -beta[:, j]
-        terms = [(1.0, names[d])] + [(-beta[r_, j], names[k]) for r_, k in enumerate(indep_s) if beta[r_, j] != 0]
-        w = _expression(terms, sym)
+        terms = [(1.0, d)] + [(-beta[r_, j], k) for r_, k in enumerate(indep_s) if beta[r_, j] != 0]
+        w = _expression(model, terms, sym)
         words.append(w if len(terms) > 1 else f"{w} (absent from the data)")
     scaled = A / np.where(norms > 0, norms, 1.0)
     sv = np.linalg.svd(scaled, compute_uv=False)
@@ -614,69 +682,183 @@ class Prior(NamedTuple):
 
 _ALIASES = {"shank": ("shank", "leg"), "leg": ("leg", "shank")}
 
+#: The segments of :func:`jaxmb.seven_segment_human` that carry both sides: its
+#: builder lumps the left and right legs and arms (``count=2`` in
+#: ``anthropometry._seven_segment``), so a prior for it counts them twice.
+_SEVEN_SEGMENT_SIDES = {"thigh": 2, "shank": 2, "foot": 2, "upper_arm": 2, "forearm_hand": 2}
+
+
+def _is_seven_segment_human(model: Model) -> bool:
+    from .anthropometry import SEVEN_SEGMENT_NAMES, SEVEN_SEGMENT_PARENT
+
+    return tuple(model.names) == tuple(SEVEN_SEGMENT_NAMES) and tuple(model.parent) == tuple(SEVEN_SEGMENT_PARENT)
+
+
+@functools.lru_cache(maxsize=None)
+def _seven_segment_fractions(table: str) -> tuple:
+    """Per segment of :func:`jaxmb.seven_segment_human` built from ``table``, for ONE
+    side: (mass / body mass, com from the proximal joint / L, radius of gyration / L),
+    read from the builder itself (composite trunk and head, rows turned around where
+    the table measures from the cranial end). Every length is a fraction of the
+    height, so the fractions do not depend on it."""
+    from .anthropometry import SEVEN_SEGMENT_NAMES, _seven_segment
+
+    lengths, parts = _seven_segment(1.0, 1.0, table)
+    out = []
+    for s, L, p in zip(SEVEN_SEGMENT_NAMES, lengths, parts):
+        k = _SEVEN_SEGMENT_SIDES.get(s, 1)
+        out.append((p.mass / k, p.com / L, math.sqrt(p.inertia / p.mass) / L))
+    return tuple(out)
+
+
+def _prior_options(model: Model, tables, rows, count, floor):
+    """Checked (tables, rows, count, floor) of :func:`table_prior`."""
+    from .anthropometry import _check_table
+
+    if isinstance(tables, str):
+        tables = (tables,)
+    try:
+        tables = tuple(tables)
+    except TypeError:
+        raise ValueError(f"tables must be a table name or a sequence of them, got {tables!r}") from None
+    if not tables:
+        raise ValueError("tables must name at least one anthropometric table")
+    for t in tables:
+        _check_table(t)  # "unknown anthropometric table ...; the tables are [...]"
+    if len(set(tables)) != len(tables):
+        raise ValueError(f"tables names a table twice: {list(tables)} (the spread is across distinct tables)")
+    try:
+        fl = np.asarray(floor, dtype=float)
+    except (TypeError, ValueError):
+        fl = None
+    if fl is None or fl.shape != (4,) or not (np.isfinite(fl).all() and (fl > 0).all()):
+        raise ValueError("floor must be 4 finite numbers > 0 (mass fraction, com along / L, com across / L, "
+                         f"inertia fraction), got {floor!r}")  # fmt: skip
+    names = tuple(model.names)
+    rows = {} if rows is None else rows
+    if not isinstance(rows, dict):
+        raise ValueError(f"rows must be a dict {{segment: row}} or {{segment: {{table: row}}}}, got {rows!r}")
+    for s, r in rows.items():
+        if s not in names:
+            raise ValueError(f"rows names {s!r}, which is not a segment of the model; its segments are {list(names)}")
+        per = r if isinstance(r, dict) else {None: r}
+        for t, row in per.items():
+            if t is not None:
+                _check_table(t)
+            if not isinstance(row, str):
+                raise ValueError(f"rows[{s!r}] must be a table row name or a dict {{table: row name}}, got {r!r}")
+    count = {} if count is None else count
+    if not isinstance(count, dict):
+        raise ValueError(f"count must be a dict {{segment: number of identical segments}}, got {count!r}")
+    for s, k in count.items():
+        if s not in names:
+            raise ValueError(f"count names {s!r}, which is not a segment of the model; its segments are {list(names)}")
+        try:
+            ok = not isinstance(k, (bool, str)) and np.ndim(k) == 0 and math.isfinite(float(k)) and float(k) > 0
+        except (TypeError, ValueError):
+            ok = False
+        if not ok:
+            raise ValueError(f"count[{s!r}] must be a number > 0, got {k!r}")
+    return tables, rows, count, fl
+
 
 def table_prior(model: Model, body_mass: float | None = None, *,
-                tables: Sequence[str] = ("dempster", "deleva_male", "deleva_female"),
-                center: Model | None = None, rows: dict | None = None,
+                tables: str | Sequence[str] = ("dempster", "deleva_male", "deleva_female"),
+                center: Model | None = None, rows: dict | None = None, count: dict | None = None,
                 floor: Sequence[float] = (0.05, 0.02, 0.02, 0.10)) -> Prior:  # fmt: skip
     """A prior from the anthropometric tables: their mean, and their spread.
 
-    For each segment (matched to a table row by name; "shank" and "leg" are the
-    same row, ``rows`` maps other names) and each table, with the model's segment
-    lengths L and the body mass M: m = f_m M, c_along = f_c L, I = m (f_k L)^2 (see
-    :func:`jaxmb.segment_parameters`). The spread is the standard deviation across
-    the tables (the bundled tables give no within-population spread; the
-    disagreement between Dempster's cadavers and Zatsiorsky-Seluyanov's scans,
-    adjusted by de Leva, is the uncertainty a user faces when choosing one), never
-    less than ``floor`` (fractions of the value for mass and inertia, of L for the
-    centre of mass). The centre of mass across the axis has mean 0 and sd floor[2] L.
+    For each segment and each table, with the model's segment lengths L and the body
+    mass M: m = k f_m M, c_along = f_c L, I = m (f_k L)^2 (see
+    :func:`jaxmb.segment_parameters`), k the segment's ``count``. The fractions come
+    from the table row of the segment's name ("shank" and "leg" are the same row;
+    ``rows`` names others), with f_c measured from the row's first endpoint: the
+    proximal joint for the limbs, but the cranial end for de Leva's head and trunk
+    rows and Dempster's thorax, abdomen and pelvis (see :mod:`jaxmb.anthropometry`).
+    A model with the segment names and parents of :func:`jaxmb.seven_segment_human`
+    takes, for every segment that ``rows`` does not name, the fractions of that
+    builder for each table (its composite trunk and head, turned around where the
+    table measures from the cranial end), and counts its legs and arms twice
+    (k = 2: the builder lumps both sides), so that the mean of one table reproduces
+    ``seven_segment_human(table=...)`` at the model's lengths.
+
+    The spread is the standard deviation across the tables (the bundled tables give
+    no within-population spread; the disagreement between Dempster's cadavers and
+    Zatsiorsky-Seluyanov's scans, adjusted by de Leva, is the uncertainty a user
+    faces when choosing one), never less than ``floor`` (fractions of the value for
+    mass and inertia, of L for the centre of mass). The centre of mass across the
+    axis has mean 0 and sd floor[2] L.
 
     Args:
       model: the model (segment names and lengths).
       body_mass: M, kg; needed unless ``center`` is given.
-      tables: the tables to combine (at least one).
+      tables: a table name or a sequence of them (at least one; see
+        :func:`jaxmb.anthropometry.tables`).
       center: optional model whose parameters become the mean, the tables giving
         only the relative spread (mass and inertia: coefficient of variation; com:
         sd of the fraction times L). Use it for bands around a known model.
-      rows: optional {segment name: table row name}.
+      rows: optional ``{segment name: row name}`` (the same row in every table) or
+        ``{segment name: {table: row name}}`` (tables name rows differently; a
+        table left out uses the default row).
+      count: optional ``{segment name: k}``: the number of identical segments the
+        model's segment stands for (2 for both legs lumped into one). Default 1,
+        and 2 for the legs and arms of a seven-segment human (see above).
       floor: minimum sd: (mass fraction, com along / L, com across / L, inertia
-        fraction).
+        fraction), finite and > 0.
 
     Returns:
       :class:`Prior`.
-    """
-    from .anthropometry import _row
 
-    if not tables:
-        raise ValueError("tables must name at least one anthropometric table")
+    Raises:
+      ValueError: an unknown table (listing the tables), a segment that is not a row
+        of a table (pass ``rows``), a row without a value (Dempster gives no radius of
+        gyration for the trunk, thorax, abdomen and pelvis: the message names the
+        segment, the table and the value), or bad ``rows``, ``count``, ``floor`` or
+        ``body_mass``.
+    """
+    from .anthropometry import _key, _table
+
+    tables, rows, count, fl = _prior_options(model, tables, rows, count, floor)
     if center is None and body_mass is None:
         raise ValueError("give body_mass (kg) to build a prior from the tables, or center= a model")
     M = 1.0 if body_mass is None else float(body_mass)
     if not (math.isfinite(M) and M > 0):
         raise ValueError(f"body_mass must be > 0 kg, got {body_mass}")
     L = np.asarray(model.length, dtype=float)
-    rows = dict(rows or {})
+    seven = _is_seven_segment_human(model)
     vals = []
     for t in tables:
+        table_rows = _table(t)
         per = []
         for i, s in enumerate(model.names):
-            cands = (rows[s],) if s in rows else _ALIASES.get(s, (s,))
-            row = None
-            for c in cands:
-                try:
-                    row = _row(t, c)
-                    break
-                except ValueError:
-                    continue
-            if row is None:
-                raise ValueError(f"segment {i} ({s!r}) is not a row of table {t!r}: pass rows={{{s!r}: 'row name'}}")
-            m = row.mass * M
-            per.append([m, row.com, 0.0, m * (row.gyration * L[i]) ** 2])  # com as a fraction for now
+            given = rows.get(s)
+            if isinstance(given, dict):
+                given = given.get(t)
+            k = float(count.get(s, _SEVEN_SEGMENT_SIDES.get(s, 1) if seven else 1))
+            if given is None and seven:
+                fm, fc, fk = _seven_segment_fractions(t)[i]
+                label = f"seven_segment_human(table={t!r})'s {s}"
+            else:
+                cands = (given,) if given is not None else _ALIASES.get(s, (s,))
+                key = next((_key(c) for c in cands if _key(c) in table_rows), None)
+                if key is None:
+                    what = f"row {given!r} (from rows=)" if given is not None else f"segment {i} ({s!r})"
+                    raise ValueError(f"{what} is not a row of table {t!r}: pass rows={{{s!r}: 'row name'}} or "
+                                     f"{{{s!r}: {{{t!r}: 'row name'}}}}; its rows are {list(table_rows)}")  # fmt: skip
+                row = table_rows[key]
+                fm, fc, fk, label = row.mass, row.com, row.gyration, f"row {row.label!r}"
+            for value, what in ((fm, "mass fraction"), (fc, "centre of mass fraction"),
+                                (fk, "radius of gyration")):  # fmt: skip
+                if not math.isfinite(value):
+                    raise ValueError(f"segment {i} ({s!r}): table {t!r} ({label}) gives no {what} (it is {value}): "
+                                     f"choose another row (rows={{{s!r}: {{{t!r}: 'row name'}}}}) or leave the "
+                                     "table out (tables=)")  # fmt: skip
+            m = k * fm * M
+            per.append([m, fc, 0.0, m * (fk * L[i]) ** 2])  # com as a fraction for now
         vals.append(per)
     v = np.asarray(vals)  # (tables, n, 4)
     sd_ = v.std(0, ddof=1) if len(tables) > 1 else np.zeros(v.shape[1:])
     mean = v.mean(0)
-    fl = np.asarray(floor, dtype=float)
     if center is None:
         mean = mean.copy()
         mean[:, 1] *= L
@@ -687,6 +869,10 @@ def table_prior(model: Model, body_mass: float | None = None, *,
         cv = sd_ / np.where(v.mean(0) != 0, np.abs(v.mean(0)), 1.0)
         sd = np.stack([np.maximum(cv[:, 0], fl[0]) * mean[:, 0], np.maximum(sd_[:, 1], fl[1]) * L,
                        fl[2] * L, np.maximum(cv[:, 3], fl[3]) * mean[:, 3]], 1)  # fmt: skip
+    for nm, a in (("mean", mean), ("sd", sd)):
+        if not np.isfinite(a).all():  # e.g. a center model with a NaN, or a zero length
+            i, j = np.argwhere(~np.isfinite(a))[0]
+            raise ValueError(f"the prior {nm} of {PHYSICAL[j]}[{model.names[i]}] is {a[i, j]}")
     return Prior(mean, sd)
 
 
@@ -738,15 +924,22 @@ class FitResult:
       model: the fitted model (physically consistent).
       initial: the starting model.
       parameters: (4 n,) fitted barycentric parameters.
-      stderr: (4 n,) their standard errors (0 for fixed parameters; inf along
-        directions the data and the prior leave undetermined).
+      stderr: (4 n,) their standard errors (0 for fixed parameters; inf for those
+        that depend on a fitted coordinate the data and the prior leave
+        undetermined, the others finite).
       physical: (n, 4) fitted mass, com along, com across, inertia.
-      stderr_physical: (n, 4) standard errors of those.
-      covariance: (4 n, 4 n) covariance of ``parameters``.
+      stderr_physical: (n, 4) standard errors of those (never NaN: inf for an
+        undetermined one, e.g. a mass or an inertia pushed to its floor, where its
+        log coordinate no longer changes the data).
+      covariance: (4 n, 4 n) covariance of ``parameters`` (inf in the rows and
+        columns of the undetermined ones).
       residuals: dict "moments" (..., n) N m and/or "reactions" (..., n) N (of the
         magnitudes) or (..., n, 2) (of the vectors): model minus measurement, at the
         fitted parameters.
-      rms: dict of the RMS residual of each data kind over the weighted samples.
+      rms: dict of the weighted RMS residual of each data kind, sqrt(sum w^2 r^2 /
+        sum w^2) with the weights w of :func:`fit` (which multiply the residuals), so
+        a value of weight 0 does not count and 0/1 weights give the plain RMS of the
+        values used.
       converged: True when the Levenberg-Marquardt iterations met a tolerance and no
         free mass or inertia is stuck at its floor with the cost still falling as it
         grows (where the gradient in the log coordinates has underflowed: ``status``
@@ -1052,7 +1245,17 @@ def _free_mask(model: Model, free) -> np.ndarray:
         return np.ones((n, 4), bool)
     if isinstance(free, str):
         free = [free]
-    arr = np.asarray(free) if not isinstance(free, (list, tuple)) or not all(isinstance(f, str) for f in free) else None
+    arr = None
+    if not isinstance(free, (list, tuple)) or not all(isinstance(f, str) for f in free):
+        try:
+            arr = np.asarray(free)
+        except ValueError:
+            raise ValueError(f"free must be None, a (segments, 4) bool mask or names, got {free!r}") from None
+    if arr is not None and arr.dtype.kind in "iu" and arr.size and np.isin(arr, (0, 1)).all():
+        arr = arr.astype(bool)  # an integer 0/1 mask
+    if arr is not None and arr.dtype.kind not in "bU":
+        raise ValueError(f"free as a mask must be bool (or integer 0/1) of shape ({n}, 4), got dtype {arr.dtype}"
+                         + (" with values other than 0 and 1" if arr.dtype.kind in "iu" else ""))
     if arr is not None and arr.dtype == bool:
         if arr.shape == (4 * n,):
             arr = arr.reshape(n, 4)
@@ -1137,7 +1340,9 @@ def fit(model: Model, q, qd, qdd, *, moments=None, reactions=None, loads=None, f
        threshold 1.345 robust standard deviations (1.4826 MAD) of its residuals),
        and the prior term is present when ``prior`` is given. Standard errors come
        from the Gauss-Newton Hessian, scaled by the residual variance of each data
-       kind when ``sigma`` is not given.
+       kind when ``sigma`` is not given, and inverted in the basis of the data's
+       singular vectors (:func:`_covariance_z`), so that a prior still determines
+       what the data cannot see when the data are near exact.
 
     Why Levenberg-Marquardt rather than a first-order or quasi-Newton method: the
     objective is a sum of squares in at most 4 n unknowns, the Jacobian is cheap
@@ -1155,21 +1360,24 @@ def fit(model: Model, q, qd, qdd, *, moments=None, reactions=None, loads=None, f
         vectors (N, as :func:`jaxmb.joint_reactions`) or (..., segments) magnitudes.
       loads: known external loads (segments, 3) or (..., segments, 3), wrenches at
         the centres of mass of ``model`` (:func:`jaxmb.point_load`).
-      free: which physical parameters to fit: None (all), a (segments, 4) bool mask
-        (mass, com_along, com_across, inertia), or names such as ``"mass"``,
-        ``"com"``, ``"inertia"``, ``"shank.mass"``; the others keep the model's
-        values.
+      free: which physical parameters to fit: None (all), a (segments, 4) bool (or
+        integer 0/1) mask (mass, com_along, com_across, inertia), or names such as
+        ``"mass"``, ``"com"``, ``"inertia"``, ``"shank.mass"``; the others keep the
+        model's values.
       prior: optional :class:`Prior` (e.g. :func:`table_prior`): a weighted
         deviation penalty on the free physical parameters.
       sigma: optional {"moments": N m, "reactions": N}: the measurement noise of each
-        kind. Default: estimated from the residuals (start from the RMS of the
-        measurements, fit, set sigma to the RMS residual of each kind, refit; up to 4
-        passes, until it changes by less than 10 %), and the standard errors use the
-        residual variance.
+        kind (a key for data not given is an error). Default: estimated from the
+        residuals (start from the RMS of the measurements, fit, set sigma to the RMS
+        residual of each kind, refit; up to 4 passes, until it changes by less than
+        10 %), and the standard errors use the residual variance.
       loss: "l2" or "huber".
       moment_weights, reaction_weights: optional weights >= 0 broadcasting to the
-        samples (...) or to the data ((..., segments)); 0 ignores a value (e.g. a
-        moment not measured, padding of trials of unequal length).
+        samples (...) or to the data ((..., segments)). A weight multiplies the
+        residual, w (y_model - y_measured) / sigma, so the cost weighs its square:
+        a value of weight w counts as if its noise were sigma / w (2 as four copies
+        of the value). 0 ignores a value (e.g. a moment not measured, padding of
+        trials of unequal length). ``result.rms`` weighs the same way.
       max_iter: Levenberg-Marquardt iterations (per stage).
       ftol, xtol, gtol: tolerances on the relative cost decrease, the relative step
         and the gradient (defaults: 1e-12, 1e-10, 1e-10 in float64).
@@ -1180,8 +1388,12 @@ def fit(model: Model, q, qd, qdd, *, moments=None, reactions=None, loads=None, f
 
     Raises:
       ValueError: naming the argument, for wrong shapes, NaN or infinite values, no
-        data, fewer data values than free parameters, or data that cannot identify
-        the free parameters (naming the directions), unless a prior is given.
+        data, a ``sigma`` for data not given, fewer data values than free
+        parameters, or data that cannot identify the free parameters (naming the
+        directions), unless a prior is given. That message says whether the deficit
+        depends on the movement ("too little excitation": more varied movement
+        helps) or not ("not identifiable": a random movement shows it too, so only
+        fixing the parameters, a prior or, where they help, reaction forces can).
     """
     if loss not in ("l2", "huber"):
         raise ValueError(f"loss must be 'l2' or 'huber', got {loss!r}")
@@ -1204,7 +1416,13 @@ def fit(model: Model, q, qd, qdd, *, moments=None, reactions=None, loads=None, f
     if unknown:
         raise ValueError(f"sigma keys are 'moments' and 'reactions', got {sorted(unknown)}")
     for k, v in sigma.items():
-        if not (np.ndim(v) == 0 and math.isfinite(float(v)) and float(v) > 0):
+        if (moments, reactions)[k == "reactions"] is None:
+            raise ValueError(f"sigma[{k!r}] is given but no {k} are: give {k}= or leave the key out")
+        try:
+            ok = not isinstance(v, (bool, str)) and np.ndim(v) == 0 and math.isfinite(float(v)) and float(v) > 0
+        except (TypeError, ValueError):
+            ok = False
+        if not ok:
             raise ValueError(f"sigma[{k!r}] must be a positive number, got {v!r}")
 
     data, kinds, linear = {}, [], []
@@ -1302,7 +1520,25 @@ def fit(model: Model, q, qd, qdd, *, moments=None, reactions=None, loads=None, f
     ftol = (1e4 * eps if eps > 1e-10 else 1e-12) if ftol is None else float(ftol)
     xtol = (1e2 * math.sqrt(eps) if eps > 1e-10 else 1e-10) if xtol is None else float(xtol)
     gtol = (1e-6 if eps > 1e-10 else 1e-10) if gtol is None else float(gtol)
-    _identifiable_or_raise(model, zf0, jdata, cfg, free_idx, rtol, prior is not None, kinds)
+    outputs = {k: np.asarray(Yq[k][2] > 0).reshape(-1, n).any(0) for k in kinds}  # the joints measured
+
+    def other_motion(data):
+        # the data Jacobian of a random movement (same shape as q, so that the
+        # regressors compiled for the data serve; 64 samples at least), every measured
+        # joint weighed alike, reaction vectors for either kind of reaction data
+        rows, shape = [], lead if math.prod(lead) >= 64 else (64,)
+        rng_ = np.random.default_rng(0)
+        qr = rng_.uniform(-np.pi, np.pi, shape + (model.dof,))
+        qdr, qddr = 2.0 * rng_.standard_normal(qr.shape), 5.0 * rng_.standard_normal(qr.shape)
+        ld = loads if shape == lead else None
+        for k in data:
+            quantity = "joint_moments" if k == "moments" else "joint_reactions"
+            Y = np.asarray(regressor(model, qr, qdr, qddr, ld, quantity=quantity)[0])
+            Y = Y.reshape((-1, n) + Y.shape[len(shape) + 1:])[:, outputs.get(k, np.ones(n, bool))].reshape(-1, 4 * n)
+            rows.append(Y / max(float(np.sqrt(np.mean(Y * Y))), 1e-300))
+        return np.concatenate(rows) @ _dpi_dz(phys0, floor)[:, list(free_idx)]
+
+    _identifiable_or_raise(model, zf0, jdata, cfg, free_idx, rtol, prior is not None, kinds, other_motion)
 
     # sigma not given: start from the RMS of each data kind, then re-estimate it from the
     # residuals and refit (variance components), so that the data kinds, and the data
@@ -1363,35 +1599,38 @@ def fit(model: Model, q, qd, qdd, *, moments=None, reactions=None, loads=None, f
     status = int(status)
     converged = status > 0 and bool(np.isfinite(np.asarray(z)).all()) and not stuck
 
-    # standard errors from the Gauss-Newton Hessian
+    # standard errors from the Gauss-Newton Hessian: data rows whitened by each kind's
+    # residual variance (1 where sigma is given: the rows are already scaled by it)
     z_np = np.asarray(z, dtype=float)
     Jd, Jp, rd_np = np.asarray(Jd, dtype=float), np.asarray(Jp, dtype=float), np.asarray(rd, dtype=float)
-    Hd = np.zeros((p_free, p_free))
-    off = 0
+    Jw, off = [], 0
     for k in kinds:
         cnt = nobs[k]
         J_k, r_k = Jd[off:off + cnt], rd_np[off:off + cnt]
         off += cnt
         s2 = 1.0 if k in sigma else float(r_k @ r_k) / max(cnt - p_free, 1)
-        Hd += J_k.T @ J_k / max(s2, np.finfo(float).tiny)
-    H = Hd + Jp.T @ Jp
-    cov_z = _inverse_psd(H)
+        Jw.append(J_k / math.sqrt(max(s2, np.finfo(float).tiny)))
+    cov_z, undetermined = _covariance_z(np.concatenate(Jw), Jp)
     zfull = z0.reshape(-1).copy()
     zfull[list(free_idx)] = z_np
     zfull = zfull.reshape(n, 4)
     phys = _physical_from_z(zfull, floor)
-    # delta method: d phys / d z = diag(m - floor, 1, 1, I - floor), d pi / d z by hand
+    # delta method: d phys / d z = diag(m - floor, 1, 1, I - floor), d pi / d z by hand;
+    # an undetermined z has an infinite variance whatever its derivative (0 * inf where
+    # a mass or an inertia sits at its floor)
     dphys = np.ones((n, 4))
     dphys[:, 0], dphys[:, 3] = phys[:, 0] - floor[:, 0], phys[:, 3] - floor[:, 3]
     dphys = dphys.reshape(-1)[list(free_idx)]
     var_phys = np.zeros(4 * n)
-    with np.errstate(invalid="ignore"):
-        var_phys[list(free_idx)] = dphys**2 * np.diag(cov_z)
+    var_phys[list(free_idx)] = np.where(undetermined, np.inf, dphys**2 * np.where(undetermined, 0.0, np.diag(cov_z)))
     Jpi = _dpi_dz(phys, floor)[:, list(free_idx)]
-    # directions the data and the prior leave undetermined have infinite variance
-    finite = np.isfinite(cov_z).all(1)
-    cov_pi = Jpi[:, finite] @ cov_z[np.ix_(finite, finite)] @ Jpi[:, finite].T
-    touched = np.abs(Jpi[:, ~finite]).sum(1) > 0
+    # only the barycentric parameters that depend on an undetermined z are undetermined:
+    # by the structure of pi(z), not by the value of the derivative (which vanishes to
+    # rounding for a mass or an inertia at its floor, or for J against c = 0)
+    det = ~undetermined
+    cov_pi = Jpi[:, det] @ cov_z[np.ix_(det, det)] @ Jpi[:, det].T
+    depends = _dpi_dz(np.ones((n, 4)), np.zeros((n, 4)))[:, list(free_idx)] != 0
+    touched = depends[:, undetermined].any(1)
     cov_pi[touched, :] = np.inf
     cov_pi[:, touched] = np.inf
     stderr = np.sqrt(np.maximum(np.diag(cov_pi), 0.0))
@@ -1415,13 +1654,62 @@ def fit(model: Model, q, qd, qdd, *, moments=None, reactions=None, loads=None, f
             yk = np.linalg.norm(yk, axis=-1)
         r = yk - meas
         residuals[k] = r
+        # weighted as the fit weighs them: w multiplies the residual, so w^2 the square
         wk = w if r.ndim == w.ndim else w[..., None]
-        wk = np.broadcast_to(wk, r.shape)
+        wk = np.broadcast_to(wk, r.shape) ** 2
         rms[k] = float(np.sqrt(np.sum(wk * r * r) / max(np.sum(wk), 1e-300)))
     return FitResult(model=fitted, initial=model, parameters=pi, stderr=stderr, physical=phys,
                      stderr_physical=stderr_phys, covariance=cov_pi, residuals=residuals, rms=rms,
                      converged=converged, status=status_text, iterations=iters,
                      cost=float(c), free=mask, base=base, names=parameter_names(model), _z=z_np, _cov_z=cov_z)  # fmt: skip
+
+
+def _covariance_z(Jw: np.ndarray, Jp: np.ndarray) -> tuple:
+    """Covariance of the fit's free z from the whitened data Jacobian ``Jw`` (rows
+    J_k / s_k, the data's noise taken out) and the prior's Jacobian ``Jp`` (rows of
+    (p - mean) / sd; no rows without a prior): the inverse of the Gauss-Newton
+    Hessian Jw^T Jw + Jp^T Jp, with inf in the rows and columns of the z indices
+    left undetermined. Returns (cov (P, P), undetermined (P,) bool).
+
+    Not formed as a sum: near-exact data make the data's part of the Hessian 1e20 or
+    more times the prior's, which a relative eigenvalue cut, or rounding in the sum
+    itself, would lose. Instead, in the basis of the data's right singular vectors
+    V (Jw = U diag(s) V^T), the Hessian is diag(s^2) + V^T Jp^T Jp V, with data
+    singular values at or below 1e-6 of the largest set to 0 (rounding, not
+    information: the rank cut of the data alone). It is equilibrated by the square
+    root of its diagonal (a zero diagonal is a direction nothing determines),
+    inverted (:func:`_inverse_psd`), unscaled and turned back to z. A z index is
+    undetermined where it has weight (> 1e-6) on an undetermined direction. Without
+    a prior this is Jw's pseudo-inverse squared, as the eigen-decomposition of
+    Jw^T Jw gave, but from the singular values (more accurate)."""
+    P = Jw.shape[1]
+    if P == 0:
+        return np.zeros((0, 0)), np.zeros(0, bool)
+    if not (np.isfinite(Jw).all() and np.isfinite(Jp).all()):
+        return np.full((P, P), np.inf), np.ones(P, bool)
+    if Jw.shape[0] < P:
+        Jw = np.concatenate([Jw, np.zeros((P - Jw.shape[0], P))])
+    _, s, Vt = np.linalg.svd(Jw, full_matrices=False)
+    V = Vt.T
+    s = np.where(s > 1e-6 * s.max(), s, 0.0) if s.max() > 0 else np.zeros_like(s)
+    B = Jp @ V
+    Pb = B.T @ B  # the prior's Hessian in the basis V
+    # d = sqrt(diag(diag(s^2) + Pb)) without forming s^2 (it may overflow), and the
+    # equilibrated Hessian E = D^-1 H D^-1
+    d = np.hypot(s, np.sqrt(np.maximum(np.diag(Pb), 0.0)))
+    seen = d > 0
+    ds = d[seen]
+    E = (Pb[np.ix_(seen, seen)] / ds[:, None]) / ds[None, :] + np.diag((s[seen] / ds) ** 2)
+    Einv = _inverse_psd(E)
+    ok = np.isfinite(np.diag(Einv))
+    keep = np.flatnonzero(seen)[ok]
+    cov_b = (Einv[np.ix_(ok, ok)] / ds[ok][:, None]) / ds[ok][None, :]
+    cov = V[:, keep] @ cov_b @ V[:, keep].T
+    lost = np.setdiff1d(np.arange(P), keep)
+    undetermined = np.abs(V[:, lost]).max(1) > 1e-6 if lost.size else np.zeros(P, bool)
+    cov[undetermined, :] = np.inf
+    cov[:, undetermined] = np.inf
+    return cov, undetermined
 
 
 def _inverse_psd(H: np.ndarray) -> np.ndarray:
@@ -1438,31 +1726,63 @@ def _inverse_psd(H: np.ndarray) -> np.ndarray:
     return inv
 
 
-def _identifiable_or_raise(model, zf0, jdata, cfg, free_idx, rtol, has_prior, kinds):
-    """Raise when the data cannot determine the free parameters at the start (no prior)."""
+def _undetermined(Jd: np.ndarray, names, free_idx, tol: float) -> tuple:
+    """(count, words): the number of directions of the free z that the data Jacobian
+    ``Jd`` (rows: data, columns: free z) leaves undetermined -- columns absent from
+    the data, and right singular vectors of the column-scaled Jacobian below ``tol``
+    of the largest singular value -- and each in words."""
+    norms = np.linalg.norm(Jd, axis=0)
+    absent = norms <= 1e-13 * max(norms.max(), 1e-300)
+    words = [f"{names[free_idx[j]]} (absent from the data)" for j in np.flatnonzero(absent)]
+    seen = np.flatnonzero(~absent)
+    if seen.size:
+        scaled = Jd[:, seen] / norms[seen]
+        if scaled.shape[0] < scaled.shape[1]:
+            scaled = np.concatenate([scaled, np.zeros((scaled.shape[1] - scaled.shape[0], scaled.shape[1]))])
+        _, s, Vt = np.linalg.svd(scaled, full_matrices=False)
+        for v in Vt[s < tol * s[0]]:  # combinations the data barely change
+            big = np.flatnonzero(np.abs(v) > 0.2 * np.abs(v).max())
+            words.append(" with ".join(names[free_idx[seen[j]]] for j in big))
+    return len(words), list(dict.fromkeys(words))
+
+
+def _identifiable_or_raise(model, zf0, jdata, cfg, free_idx, rtol, has_prior, kinds, other_motion=None):
+    """Raise when the data cannot determine the free parameters at the start (no prior).
+
+    ``other_motion(data)``, when given, is the data Jacobian (free z columns) of the
+    data kinds ``data`` for a random movement: a deficit that it shows too does not
+    depend on the movement (it is structural: of the model, the data kinds and the
+    free parameters), and the message says that no movement helps, and whether
+    reaction forces would, rather than asking for more varied movement."""
     if has_prior:
         return
     Jd = np.asarray(_data_jacobian(zf0, jdata, cfg), dtype=float)
     if not np.isfinite(Jd).all():
         raise ValueError("the data give a non-finite Jacobian at the starting model: check the inputs")
-    norms = np.linalg.norm(Jd, axis=0)
     names = _physical_names(model)
-    absent = norms <= 1e-13 * max(norms.max(), 1e-300)
-    words = [f"{names[free_idx[j]]} (absent from the data)" for j in np.flatnonzero(absent)]
-    seen = np.flatnonzero(~absent)
     tol = (1e-7 if jnp.finfo(jnp.result_type(float)).eps < 1e-10 else 1e-3) if rtol is None else rtol
-    if seen.size:
-        scaled = Jd[:, seen] / norms[seen]
-        _, s, Vt = np.linalg.svd(scaled, full_matrices=False)
-        for v in Vt[s < tol * s[0]]:  # combinations the data barely change
-            big = np.flatnonzero(np.abs(v) > 0.2 * np.abs(v).max())
-            words.append(" with ".join(names[free_idx[seen[j]]] for j in big))
-    if words:
-        what = " and ".join(kinds)
-        raise ValueError(
-            f"too little excitation: the {what} cannot identify every free parameter; "
-            f"undetermined: {'; '.join(dict.fromkeys(words))}. Fix these (free=...), add "
-            f"{'reaction forces' if 'reactions' not in kinds else 'more varied movement'}, or give a prior")
+    count, words = _undetermined(Jd, names, free_idx, tol)
+    if not count:
+        return
+    what = " and ".join(kinds)
+    head = f"the {what} cannot identify every free parameter; undetermined: {'; '.join(words)}."
+    always = _undetermined(other_motion(tuple(kinds)), names, free_idx, tol)[0] if other_motion else 0
+    with_r = "reactions" in kinds
+    if not always:
+        raise ValueError(f"too little excitation: {head} Fix these (free=...), add more varied movement"
+                         f"{'' if with_r else ' or reaction forces'}, or give a prior")  # fmt: skip
+    # structural: a random movement leaves them (or some of them) undetermined too
+    part = always < count
+    msg = (f"not identifiable: {head} {f'{always} of these {count} directions' if part else 'They'} do not depend "
+           f"on the movement (a random movement leaves them undetermined too): no movement identifies them from "
+           f"the {what}; fix these (free=...) or give a prior")  # fmt: skip
+    if not with_r:
+        left = _undetermined(other_motion(("moments", "reactions")), names, free_idx, tol)[0]
+        if left < always:
+            msg += ", or add reaction forces" + (f" (moments and reactions leave {left} undetermined)" if left else "")
+    if part:
+        msg += "; the others need more varied movement"
+    raise ValueError(msg)
 
 
 # ------------------------------------------------------------------ sensitivity
@@ -1526,7 +1846,13 @@ def _draw_physical(model: Model, spread, draws: int, seed: int) -> tuple:
         free_idx = np.flatnonzero(spread.free.reshape(-1))
         floor = _floor(spread.initial)
         zc = _z_from_physical(spread.physical, floor).reshape(-1)
-        L = np.linalg.cholesky(spread._cov_z + 1e-300 * np.eye(len(free_idx)))
+        try:
+            L = np.linalg.cholesky(spread._cov_z + 1e-300 * np.eye(len(free_idx)))
+        except np.linalg.LinAlgError:
+            # variances 1e16 apart (near-exact data along some directions, a prior along
+            # others): rounding leaves eigenvalues of -1e-18; a symmetric square root
+            w, U = np.linalg.eigh(spread._cov_z)
+            L = U * np.sqrt(np.maximum(w, 0.0))
         zs = np.broadcast_to(zc, (draws, 4 * n)).copy()
         zs[:, free_idx] += rng.standard_normal((draws, len(free_idx))) @ L.T
         return spread.physical, _physical_from_z(zs.reshape(draws, n, 4), floor)

@@ -279,6 +279,27 @@ def test_floating_leg_moments_alone_and_with_forces():
     assert "J[shank] + L[shank]^2*m[foot]" in bp.combinations
 
 
+def test_equal_distances_are_written_with_the_right_segment():
+    """Two joint distances of the same value: each coefficient is the distance of the
+    joint on the grouped parameter's segment toward the mass (it matched the first
+    symbol of that value: ``mx[s1] + L[s0]*m[s2]``, the length of the wrong segment)."""
+    chain = jaxmb.chain([0.4, 0.4, 0.2], [0.2, 0.2, 0.1], [7.0, 3.0, 1.0], [0.1, 0.04, 0.01],
+                        names=["s0", "s1", "s2"])  # fmt: skip
+    q, qd, qdd = _states(chain, (60,), seed=3)
+    bp = identify.identifiability(chain, q, qd, qdd)
+    assert "mx[s1] + L[s1]*m[s2]" in bp.combinations and "J[s1] + L[s1]^2*m[s2]" in bp.combinations
+    assert "J[s0] + L[s0]^2*m[s1] + L[s0]^2*m[s2]" in bp.combinations
+    assert ("m[s2] - L[s0]*mx[s0] - L[s0]^2*J[s0] - L[s1]*mx[s1] - L[s1]^2*J[s1]") in bp.unidentifiable
+    # two children at the same point of their parent (the seven-segment human's head
+    # and upper arm on the trunk): a[child] of the joint that leads to each mass
+    tree = jaxmb.tree([-1, 0, 0, 2], [0.5, 0.2, 0.3, 0.25], [0.25, 0.1, 0.15, 0.1], [30.0, 4.0, 2.0, 1.5],
+                      [1.0, 0.02, 0.02, 0.01], attach=[0.0, 0.45, 0.45, 0.3], names=["t", "h", "u", "f"])  # fmt: skip
+    q, qd, qdd = _states(tree, (60,), seed=4)
+    bp = identify.identifiability(tree, q, qd, qdd)
+    assert "J[t] + a[h]^2*m[h] + a[u]^2*m[u] + a[u]^2*m[f]" in bp.combinations, bp.report()
+    assert "m[f] - a[u]*mx[t] - a[u]^2*J[t] - a[f]*mx[u] - a[f]^2*J[u]" in bp.unidentifiable, bp.report()
+
+
 # -------------------------------------------------------------------- recovery
 
 
@@ -342,7 +363,10 @@ def test_prior_makes_moments_only_fit_possible_and_is_reported():
     start = identify.perturbed(true, 0.3, seed=2)
     loads = trial["loads_for"](start)[k]
     args = (start, trial["q"][k], trial["qd"][k], trial["qdd"][k])
-    with pytest.raises(ValueError, match=r"too little excitation.*mass\[thigh\]"):
+    # no movement shows the thigh's mass in the moments: the message says so (and that
+    # reaction forces would), rather than asking for more varied movement
+    with pytest.raises(ValueError, match=r"not identifiable.*mass\[thigh\].*do not depend on the movement.*"
+                                         r"add reaction forces"):  # fmt: skip
         identify.fit(*args, moments=trial["moments"][k], loads=loads)
     prior = identify.table_prior(true, body_mass=68.5)
     res = identify.fit(*args, moments=trial["moments"][k], loads=loads, prior=prior)
@@ -356,6 +380,135 @@ def test_prior_makes_moments_only_fit_possible_and_is_reported():
     np.testing.assert_allclose(bp.values(res.parameters), bp.values(np.asarray(identify.to_parameters(true))),
                                rtol=2e-3, atol=2e-3)  # fmt: skip
     assert "fit" in res.report(true) and "+-" in res.report()
+
+
+# ------------------------------------------------------------------------ priors
+
+
+def test_table_prior_table_names_are_checked_and_one_name_is_one_table():
+    leg = jaxmb.three_segment_leg(1.75, 70.0)
+    # a misspelt table: the library's own message, not "segment 0 is not a row"
+    with pytest.raises(ValueError, match=r"unknown anthropometric table 'dempstr'; the tables are \['dempster'"):
+        identify.table_prior(leg, 70.0, tables=("dempstr",))
+    # one name is one table (it iterated the characters)
+    one = identify.table_prior(leg, 70.0, tables="dempster")
+    np.testing.assert_array_equal(one.mean, identify.table_prior(leg, 70.0, tables=("dempster",)).mean)
+    np.testing.assert_allclose(one.mean, identify.to_physical(leg), rtol=1e-12)
+    for floor in [(0.05, 0.02, 0.0, 0.1), (0.05, 0.02, np.nan, 0.1), (0.05, 0.02)]:
+        with pytest.raises(ValueError, match="floor must be 4 finite numbers > 0"):
+            identify.table_prior(leg, 70.0, floor=floor)
+
+
+def test_table_prior_of_the_seven_segment_human_counts_both_sides():
+    """The seven-segment human lumps both legs and both arms, and its trunk and head are
+    composites (Dempster gives no radius of gyration for the trunk; de Leva measures
+    head and trunk from the cranial end). Before: 'head is not a row of table
+    dempster' with the defaults, a NaN trunk inertia with rows={'head': 'head_neck'},
+    and one side's masses for the limbs."""
+    human = jaxmb.seven_segment_human(1.75, 70.0)
+    prior = identify.table_prior(human, 70.0)
+    assert np.isfinite(prior.mean).all() and (prior.sd > 0).all()
+    np.testing.assert_allclose(prior.mean[:, 0].sum(), 70.0, rtol=0.05)  # the whole body, both sides
+    for t in ("dempster", "deleva_male", "deleva_female"):
+        model = jaxmb.seven_segment_human(1.75, 70.0, table=t)
+        np.testing.assert_allclose(identify.table_prior(model, 70.0, tables=t).mean, identify.to_physical(model),
+                                   rtol=1e-12, atol=1e-15)  # fmt: skip
+    # count= and per-table rows= override; a row with no value is refused by name
+    one_side = identify.table_prior(human, 70.0, tables="dempster", count={"thigh": 1})
+    np.testing.assert_allclose(one_side.mean[1, 0], 0.1 * 70.0, rtol=1e-12)
+    demp = identify.table_prior(human, 70.0, tables=("dempster",), rows={"head": "head_neck"})  # the review's case
+    np.testing.assert_allclose(demp.mean, identify.to_physical(human), rtol=1e-12, atol=1e-15)
+    rows = {"head": {"dempster": "head_neck", "deleva_male": "head_2", "deleva_female": "head_2"}}
+    assert np.isfinite(identify.table_prior(human, 70.0, rows=rows).mean).all()
+    with pytest.raises(ValueError, match=r"segment 0 \('trunk'\): table 'dempster' \(row 'Trunk'\) gives no radius "
+                                         r"of gyration \(it is nan\)"):  # fmt: skip
+        identify.table_prior(human, 70.0, rows={"trunk": {"dempster": "trunk"}})
+    with pytest.raises(ValueError, match=r"rows names 'hed', which is not a segment"):
+        identify.table_prior(human, 70.0, rows={"hed": "head_neck"})
+
+
+# ----------------------------------------------------------- standard errors
+
+
+def test_standard_errors_stay_finite_where_determined_and_are_never_nan():
+    """Masses 30 % off and fixed, noisy moments: the data push inertias to their floor,
+    where the log coordinate no longer changes the data (undetermined). Before: the
+    physical stderr of such an inertia was 0 * inf = NaN, and that one undetermined
+    coordinate made every barycentric stderr inf."""
+    true = _chain(3, seed=7)
+    q, qd, qdd = _states(true, (60,), seed=7)
+    mom = np.asarray(jaxmb.joint_moments(true, q, qd, qdd)) + np.random.default_rng(0).normal(0, 1.0, (60, 3))
+    start = identify.perturbed(true, 0.3, seed=2)
+    res = identify.fit(start, q, qd, qdd, moments=mom, free=["com", "inertia"])
+    floor = identify._floor(start)[:, 3]
+    at_floor = res.physical[:, 3] - floor < 1e-12 * floor
+    assert at_floor[:2].all() and (res.physical[:2, 3] == floor[:2]).all()  # the 0 * inf case
+    assert not np.isnan(res.stderr_physical).any() and not np.isnan(res.stderr).any()
+    assert np.isinf(res.stderr_physical[at_floor, 3]).all()
+    # the centres of mass are determined (finite, > 0), and so are m c (mass fixed);
+    # J = I + m |c|^2 depends on the undetermined inertia
+    assert np.isfinite(res.stderr_physical[:, 1:3]).all() and (res.stderr_physical[:, 1:3] > 0).all()
+    st = res.stderr.reshape(3, 4)
+    assert (st[:, 0] == 0).all() and np.isfinite(st[:, 1:3]).all() and (st[:, 1:3] > 0).all()
+    assert np.isinf(st[at_floor, 3]).all()
+    assert np.isinf(res.covariance[4 * np.flatnonzero(at_floor) + 3]).all()
+    assert np.isfinite(res.covariance[np.ix_([1, 2, 5, 6, 9, 10], [1, 2, 5, 6, 9, 10])]).all()
+
+
+def test_covariance_of_one_undetermined_coordinate_and_of_a_prior_under_exact_data():
+    rng = np.random.default_rng(0)
+    A = rng.normal(size=(50, 4))
+    # one coordinate the data do not see: only its row and column are inf
+    Jw = A.copy()
+    Jw[:, 3] = 0.0
+    cov, und = identify._covariance_z(Jw, np.zeros((0, 4)))
+    assert und.tolist() == [False, False, False, True]
+    np.testing.assert_allclose(cov[:3, :3], np.linalg.inv(Jw[:, :3].T @ Jw[:, :3]), rtol=1e-12)
+    assert np.isinf(cov[3]).all() and np.isinf(cov[:, 3]).all()
+    # data 1e16 times more precise than a prior along two directions, blind along two:
+    # the limit is the prior's covariance restricted to the blind directions N,
+    # N (N^T P N)^-1 N^T (a relative eigenvalue cut on the summed Hessian lost them)
+    B = np.linalg.qr(rng.normal(size=(4, 4)))[0]
+    Jw = 1e16 * rng.normal(size=(50, 2)) @ B[:, :2].T
+    Jp = np.diag([2.0, 1.0, 0.5, 3.0])
+    N = B[:, 2:]
+    want = N @ np.linalg.inv(N.T @ Jp.T @ Jp @ N) @ N.T
+    cov, und = identify._covariance_z(Jw, Jp)
+    assert not und.any()
+    np.testing.assert_allclose(cov, want, rtol=1e-9, atol=1e-12 * np.abs(want).max())
+
+
+def test_prior_determines_what_near_exact_data_cannot_see():
+    """Exact moments (the residual variance is rounding) and a prior: along the
+    directions the moments cannot see (the masses) the errors are of the size of the
+    prior's sd; the combinations the data see have the data's (tiny) errors. Before:
+    every standard error was inf (the data's Hessian, 1e20 times the prior's, hid it)."""
+    true = _chain(3, seed=7)
+    q, qd, qdd = _states(true, (60,), seed=7)
+    mom = np.asarray(jaxmb.joint_moments(true, q, qd, qdd))
+    start = identify.perturbed(true, 0.3, seed=1)
+    tp, L = np.asarray(identify.to_physical(true)), np.asarray(true.length)
+    prior = identify.Prior(tp, np.stack([0.1 * tp[:, 0], 0.05 * L, 0.05 * L, 0.2 * tp[:, 3]], 1))
+    res = identify.fit(start, q, qd, qdd, moments=mom, prior=prior)
+    assert res.converged, res.status
+    assert np.isfinite(res.stderr).all() and np.isfinite(res.stderr_physical).all()
+    ratio = res.stderr_physical[:, 0] / prior.sd[:, 0]
+    assert (ratio > 0.1).all() and (ratio <= 1 + 1e-9).all()  # the posterior of a mass: prior-sized
+    bp = res.base.parameters
+    var = np.diag(bp.K @ res.covariance @ bp.K.T)  # rounding may leave -1e-20
+    assert (np.sqrt(np.maximum(var, 0)) <= 1e-8 * np.abs(bp.values(res.parameters))).all()
+    # such a covariance (variances 1e16 apart) still gives parameter draws
+    bands = identify.monte_carlo(true, q, qd, qdd, spread=res, draws=50)
+    assert np.isfinite(bands.sd).all() and (bands.parameters[..., [0, 3]] > 0).all()
+    assert bands.parameters[:, 0, 0].std() > 0.05 * prior.sd[0, 0]  # the masses do spread
+    # noisy moments, same prior: the seen combinations have the errors of the data
+    # alone (the linear fit's), the masses still the prior's size
+    noisy = identify.fit(start, q, qd, qdd, moments=mom + np.random.default_rng(3).normal(0, 0.05, mom.shape),
+                         prior=prior)  # fmt: skip
+    sd = np.sqrt(np.diag(bp.K @ noisy.covariance @ bp.K.T))
+    np.testing.assert_allclose(sd / noisy.base.stderr, 1.0, atol=0.05)
+    ratio = noisy.stderr_physical[:, 0] / prior.sd[:, 0]
+    assert (ratio > 0.1).all() and (ratio <= 1 + 1e-9).all()
 
 
 # ---------------------------------------------------------------- sensitivity
@@ -465,11 +618,12 @@ def test_bad_data_get_clear_errors():
         fit(model, badq, qd, qdd, moments=mom)
     with pytest.raises(ValueError, match=r"too few samples: 2 measured values.*8 free parameters"):
         fit(model, q[:1], qd[:1], qdd[:1], moments=mom[:1], free=None, reactions=None)
-    with pytest.raises(ValueError, match=r"too little excitation.*mass\[s0\]"):
+    with pytest.raises(ValueError, match=r"not identifiable.*mass\[s0\].*add reaction forces"):
         fit(model, q, qd, qdd, moments=mom)
-    # a static pose excites no inertia: asked for, it is refused by name
+    # a static pose excites no inertia: asked for, it is refused by name (a deficit of
+    # this movement, not of every movement)
     still = np.zeros_like(qd)
-    with pytest.raises(ValueError, match=r"too little excitation.*inertia\[s"):
+    with pytest.raises(ValueError, match=r"too little excitation.*inertia\[s.*more varied movement"):
         fit(model, q, still, still, moments=np.asarray(jaxmb.joint_moments(model, q, still, still)), free="inertia")
     with pytest.raises(ValueError, match="unknown parameter 'masses'"):
         fit(model, q, qd, qdd, moments=mom, free="masses")
@@ -487,6 +641,55 @@ def test_bad_data_get_clear_errors():
         identify.monte_carlo(model, q, qd, qdd, spread=(np.ones((2, 4)), -np.ones((2, 4))))
     with pytest.raises(ValueError, match=r"segment 0 \('s0'\) is not a row of table"):
         identify.table_prior(model, body_mass=70)
+
+
+def test_a_structural_deficit_is_not_blamed_on_the_movement():
+    """Fixed base, no gravity, moments and reactions: the root's mass is seen by no
+    movement (it multiplies the acceleration of a fixed point). The message said 'add
+    more varied movement'; a random second movement shows the deficit too."""
+    model = _chain(2, seed=10, gravity=0.0)
+    q, qd, qdd = _states(model, (60,), seed=10)
+    mom = np.asarray(jaxmb.joint_moments(model, q, qd, qdd))
+    rea = np.asarray(jaxmb.joint_reactions(model, q, qd, qdd))
+    want = r"not identifiable.*mass\[s0\].*do not depend on the movement.*no movement identifies them.*give a prior"
+    with pytest.raises(ValueError, match=want) as e:
+        identify.fit(model, q, qd, qdd, moments=mom, reactions=rea)
+    assert "more varied movement" not in str(e.value) and "add reaction forces" not in str(e.value)
+
+
+def test_weights_multiply_residuals_in_the_fit_and_in_rms():
+    true = _chain(2, seed=9)
+    q, qd, qdd = _states(true, (60,), seed=9)
+    rng = np.random.default_rng(0)
+    mom = np.asarray(jaxmb.joint_moments(true, q, qd, qdd)) + rng.normal(0, 0.5, (60, 2))
+    rea = np.asarray(jaxmb.joint_reactions(true, q, qd, qdd)) + rng.normal(0, 2.0, (60, 2, 2))
+    w = np.where(np.arange(60) < 20, 3.0, 1.0)
+    res = identify.fit(true, q, qd, qdd, moments=mom, reactions=rea, moment_weights=w)
+    r = res.residuals["moments"]
+    w2 = np.broadcast_to(w[:, None] ** 2, r.shape)
+    assert res.rms["moments"] == pytest.approx(np.sqrt(np.sum(w2 * r * r) / np.sum(w2)), rel=1e-12)
+    # (it weighed w, not w^2: with 0/1 weights the two agree, the plain RMS of the values used)
+    assert res.rms["moments"] != pytest.approx(np.sqrt(np.sum(np.sqrt(w2) * r * r) / np.sum(np.sqrt(w2))), rel=1e-6)
+
+
+def test_sigma_free_and_mask_arguments_are_checked():
+    model = _chain(2, seed=10)
+    q, qd, qdd = _states(model, (60,), seed=10)
+    mom = np.asarray(jaxmb.joint_moments(model, q, qd, qdd))
+    with pytest.raises(ValueError, match=r"sigma\['reactions'\] is given but no reactions are"):
+        identify.fit(model, q, qd, qdd, moments=mom, sigma={"reactions": 5.0})
+    with pytest.raises(ValueError, match=r"sigma\['moments'\] must be a positive number"):
+        identify.fit(model, q, qd, qdd, moments=mom, sigma={"moments": "1"})
+    # an integer 0/1 mask is a mask (it was refused as 'names'): here it selects 8
+    # parameters, which 2 values cannot fit
+    with pytest.raises(ValueError, match=r"too few samples: 2 measured values.*8 free parameters"):
+        identify.fit(model, q[:1], qd[:1], qdd[:1], moments=mom[:1], free=np.ones((2, 4), dtype=int))
+    with pytest.raises(ValueError, match=r"too few samples: 2 measured values.*3 free parameters"):
+        identify.fit(model, q[:1], qd[:1], qdd[:1], moments=mom[:1], free=np.array([1, 0, 0, 1, 0, 0, 0, 1]))
+    with pytest.raises(ValueError, match=r"free as a mask must be bool \(or integer 0/1\).*got dtype float64"):
+        identify.fit(model, q, qd, qdd, moments=mom, free=np.ones((2, 4)))
+    with pytest.raises(ValueError, match=r"got dtype int64 with values other than 0 and 1"):
+        identify.fit(model, q, qd, qdd, moments=mom, free=np.full((2, 4), 2))
 
 
 def test_not_converged_is_reported_not_nan():
