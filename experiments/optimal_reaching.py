@@ -10,7 +10,12 @@ curvature (maximal lateral deviation from the start-target chord over the chord
 length, signed: + to the left of the direction of motion), peak hand speed, the
 three costs of every optimal path, and the optimisation time. It then maps the
 curvature of the minimum-torque-change path over a grid of targets in one batched
-call.
+call. Last, the convergence in the basis size K: the hand paths and costs of the
+four movements for K = 6, 10, 16, 28 against K = 40, per criterion, and the minimum
+torque with the end conditions its Euler-Lagrange equation admits (position and
+velocity, ``end_conditions=2``, what ``optimize`` chooses) against zero end
+accelerations forced (``end_conditions=3``, which every optimisation used before):
+the forced one has a boundary layer and a cost that keeps falling with K.
 
 The arm. Uno et al.'s two-link arm in the horizontal plane, with the parameters
 quoted from their Table 1: L1 = 0.25 m, L2 = 0.35 m, m1 = 0.9 kg, m2 = 1.1 kg, centres
@@ -70,25 +75,86 @@ def uno_arm(gravity=0.0):
 
 
 def curvature(hand):
-    """Signed maximal lateral deviation from the start-end chord over its length, (...)."""
+    """Signed maximal lateral deviation from the start-end chord over its length, (...);
+    NaN for a chord under 1e-9 m."""
     h = np.asarray(hand)
     d = h[..., -1, :] - h[..., 0, :]
     length = np.linalg.norm(d, axis=-1)
-    n = np.stack([-d[..., 1], d[..., 0]], -1) / length[..., None]
+    ok = length >= 1e-9
+    n = np.stack([-d[..., 1], d[..., 0]], -1) / np.where(ok, length, 1.0)[..., None]
     lateral = np.einsum("...ti,...i->...t", h - h[..., :1, :], n)
     k = np.argmax(np.abs(lateral), axis=-1)
-    return np.take_along_axis(lateral, k[..., None], -1)[..., 0] / length
+    return np.take_along_axis(lateral, k[..., None], -1)[..., 0] / np.where(ok, length, np.nan)
+
+
+def _flat(res):
+    lead = res.q_start.shape[:-1]
+    return [np.asarray(x).reshape((-1,) + x.shape[len(lead):]) for x in (res.q_start, res.q_end, res.coef)] + [
+        np.asarray(res.end_conditions).reshape(-1)]
 
 
 def all_costs(model, res):
     """The three criteria evaluated on each optimal path (Gauss quadrature), (..., 3)."""
     lead = res.q_start.shape[:-1]
-    qs, qe, a = (np.asarray(x).reshape((-1,) + x.shape[len(lead):]) for x in (res.q_start, res.q_end, res.coef))
+    qs, qe, a, ends = _flat(res)
     out = []
     for k in range(qs.shape[0]):
-        m = movement(model, qs[k], qe[k], DURATION, a[k], nodes=NODES, quadrature="gauss")
+        m = movement(model, qs[k], qe[k], DURATION, a[k], nodes=NODES, quadrature="gauss", end_conditions=ends[k])
         out.append([float(COSTS[c](m)) for c in CRITERIA])
     return np.asarray(out).reshape(lead + (len(CRITERIA),))
+
+
+def fine_hand(model, res, nodes=400):
+    """Hand paths (n, nodes, 2) of a batch of results on a common fine time grid."""
+    qs, qe, a, ends = _flat(res)
+    return np.stack([np.asarray(movement(model, qs[k], qe[k], DURATION, a[k], nodes=nodes,
+                                         end_conditions=ends[k]).hand) for k in range(qs.shape[0])])
+
+
+BASES, BASIS_REF = (6, 10, 16, 28), 40
+
+
+#: the notes' arm (jaxmb.two_link_arm, 1.70 m, 70 kg) in the horizontal plane and its
+#: lateral reach (the README's example and the command line's default), m
+NOTES_REACH = ((-0.25, 0.40), (0.25, 0.40))
+
+
+def basis_convergence(model):
+    """Hand-path and cost errors against basis=40, per criterion and basis size, of the
+    four movements of Uno's arm and the lateral reach of the notes' arm; and the minimum
+    torque's cost against K with free and forced (zero) end accelerations."""
+    notes = jaxmb.two_link_arm(gravity=0.0)
+    sets = {"Uno et al.": (model, np.array([s for s, _ in MOVEMENTS.values()]),
+                           np.array([e for _, e in MOVEMENTS.values()])),
+            "notes": (notes, np.array(NOTES_REACH[:1]), np.array(NOTES_REACH[1:]))}
+    solve = lambda m, a, b, c, K, **kw: optimize(m, a, b, DURATION, target="hand", cost=c, basis=K,  # noqa: E731
+                                                 nodes=max(NODES, 2 * (K + 3)), maxiter=3000, **kw)
+    table = []
+    for arm_name, (m, starts, ends) in sets.items():
+        amp = np.linalg.norm(ends - starts, axis=-1)
+        for c in CRITERIA:
+            ref = solve(m, starts, ends, c, BASIS_REF)
+            h_ref = fine_hand(m, ref)
+            for K in BASES:
+                r = solve(m, starts, ends, c, K)
+                err = np.max(np.linalg.norm(fine_hand(m, r) - h_ref, axis=-1), axis=-1) / amp
+                table.append(dict(arm=arm_name, criterion=c, basis=K,
+                                  end_conditions=int(np.asarray(r.end_conditions).ravel()[0]),
+                                  hand_error=float(np.max(err)),
+                                  cost_error=float(np.max(np.abs(np.asarray(r.cost) / np.asarray(ref.cost) - 1))),
+                                  converged=bool(np.all(r.converged))))
+    torque = []
+    for arm_name, m, a, b in (("Uno et al.", model, *MOVEMENTS["lateral"]), ("notes", notes, *NOTES_REACH)):
+        for ends_ in (2, 3):
+            for K in (10, 16, 24, 40):
+                r = solve(m, np.asarray(a), np.asarray(b), "torque", K, end_conditions=ends_)
+                tau = np.asarray(r.tau)
+                torque.append(dict(arm=arm_name, end_conditions=ends_, basis=K, cost=float(r.cost),
+                                   converged=bool(r.converged), iterations=int(r.iterations),
+                                   tau_start=tau[0].tolist(), tau_after_5ms=np.asarray(
+                                       movement(m, r.q_start, r.q_end, DURATION, r.coef, nodes=101,
+                                                end_conditions=ends_).tau)[1].tolist()))
+    return table, torque
 
 
 def timed(f):
@@ -210,9 +276,25 @@ def main():
           f"{t_first:.1f} s with compilation, {t_run:.2f} s compiled ({1e3 * t_run / len(targets):.1f} ms per reach); "
           f"{int(np.sum(res.converged))}/{len(targets)} converged; |curvature| median {100 * np.median(np.abs(k)):.1f} %, "
           f"max {100 * np.abs(k).max():.1f} %")
+    table, torque = basis_convergence(model)
+    print(f"\nbasis convergence against basis={BASIS_REF}: Uno et al.'s arm (max over the four movements) and the "
+          "notes' arm (lateral reach); hand: largest distance between the hand paths / reach amplitude")
+    print(f"{'arm':>11s}{'criterion':>15s}{'K':>4s}{'ends':>5s}{'hand error':>12s}{'cost error':>12s}")
+    for r in table:
+        print(f"{r['arm']:>11s}{r['criterion']:>15s}{r['basis']:4d}{r['end_conditions']:5d}{r['hand_error']:12.2e}"
+              f"{r['cost_error']:12.2e}" + ("" if r["converged"] else "  (not all converged)"))
+    print("\nminimum torque, lateral reach, against K: end accelerations free (end_conditions=2, the default) "
+          "or forced to zero (3)")
+    print(f"{'arm':>11s}{'ends':>5s}{'K':>4s}{'cost':>12s}{'iter':>6s}{'tau(0)':>18s}{'tau(5 ms)':>18s}")
+    for r in torque:
+        print(f"{r['arm']:>11s}{r['end_conditions']:5d}{r['basis']:4d}{r['cost']:12.6f}{r['iterations']:6d}"
+              f"{r['tau_start'][0]:9.3f}{r['tau_start'][1]:9.3f}"
+              f"{r['tau_after_5ms'][0]:9.3f}{r['tau_after_5ms'][1]:9.3f}"
+              + ("" if r["converged"] else "  (not converged)"))
     summary = dict(arm=UNO, duration=DURATION, nodes=NODES, basis=BASIS, movements=MOVEMENTS, rows=rows,
                    workspace=dict(start=start, targets=targets.tolist(), curvature=k.tolist(),
-                                  converged=np.asarray(res.converged).tolist(), first_call_s=t_first, run_s=t_run))
+                                  converged=np.asarray(res.converged).tolist(), first_call_s=t_first, run_s=t_run),
+                   basis_convergence=table, minimum_torque_basis=torque)
     with open(os.path.join(OUT, "optimal_reaching.json"), "w") as f:
         json.dump(summary, f, indent=1)
     print("figures: docs/optimal_reaching.png, docs/optimal_reaching_workspace.png")

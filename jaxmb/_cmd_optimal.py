@@ -3,8 +3,8 @@
 Registered by :mod:`jaxmb.cli` (``_COMMANDS``). Defaults: the notes' arm (1.70 m,
 70 kg) in the horizontal plane, a lateral reach in front of the body in 0.5 s,
 compared under minimum hand jerk, minimum torque change and minimum torque.
-``--grid N`` adds the curvature of the paths to N x N targets (one batched call,
-with a progress bar).
+``--grid N`` adds the curvature of the minimum-torque-change paths (whatever
+``--cost`` says) to N x N targets (one batched call, with a progress bar).
 """
 
 from __future__ import annotations
@@ -30,7 +30,9 @@ def add_command(sub):
     p.add_argument("--height", type=float, default=1.70, help="body height, m (default 1.70)")
     p.add_argument("--mass", type=float, default=70.0, help="body mass, kg (default 70)")
     p.add_argument("--nodes", type=int, default=100, help="time nodes (default 100)")
-    p.add_argument("--grid", type=int, default=0, help="also map the path curvature to N x N targets (default 0: off)")
+    p.add_argument("--grid", type=int, default=0, metavar="N",
+                   help="also map the curvature of the minimum torque change paths (whatever --cost says) to "
+                        "N x N targets (default 0: off)")
     p.add_argument("--out", default="jaxmb-out/optimal",
                    help="folder for the figure and CSV files (default jaxmb-out/optimal)")
     p.set_defaults(func=run)
@@ -41,17 +43,23 @@ def _fail(msg: str) -> int:
     return 2
 
 
+#: chords shorter than this (m) have no curvature: NaN (a path back to its start)
+MIN_CHORD = 1e-9
+
+
 def curvature(hand):
-    """Signed maximal lateral deviation from the start-end chord over its length, (...)."""
+    """Signed maximal lateral deviation from the start-end chord over its length, (...);
+    NaN where the chord is shorter than MIN_CHORD (1e-9 m)."""
     import numpy as np
 
     h = np.asarray(hand)
     d = h[..., -1, :] - h[..., 0, :]
     length = np.linalg.norm(d, axis=-1)
-    n = np.stack([-d[..., 1], d[..., 0]], -1) / np.where(length > 0, length, 1.0)[..., None]
+    ok = length >= MIN_CHORD
+    n = np.stack([-d[..., 1], d[..., 0]], -1) / np.where(ok, length, 1.0)[..., None]
     lateral = np.einsum("...ti,...i->...t", h - h[..., :1, :], n)
     k = np.argmax(np.abs(lateral), axis=-1)
-    return np.take_along_axis(lateral, k[..., None], -1)[..., 0] / np.where(length > 0, length, np.nan)
+    return np.take_along_axis(lateral, k[..., None], -1)[..., 0] / np.where(ok, length, np.nan)
 
 
 def figure(results, title):
@@ -127,6 +135,9 @@ def run(args) -> int:
             return _fail(f"{name} {p[0]:g} {p[1]:g} is out of reach: |p| = {r:.3f} m, the arm reaches "
                          f"{r_min:.3f} m < |p| < {r_max:.3f} m")
     start, end = np.asarray(args.start), np.asarray(args.end)
+    if np.linalg.norm(end - start) < MIN_CHORD:
+        return _fail(f"--start and --end are the same point ({args.start[0]:g} {args.start[1]:g}): a reach needs "
+                     f"a target {MIN_CHORD:g} m or more from the start")
     tg = None
     if args.grid:
         tg = grid_targets(model, start, args.grid)

@@ -12,14 +12,24 @@ Parametrisation (exact boundary conditions). With s = t / T in [0, 1] and
 p(s) = 10 s^3 - 15 s^4 + 6 s^5 (the minimum-jerk profile),
 
     q(t) = q_start + (q_end - q_start) p(s) + sum_k a_k psi_k(s),
-    psi_k(s) = s^3 (1 - s)^3 sum_j P_j(2 s - 1) R_jk,
+    psi_k(s) = s^e (1 - s)^e sum_j P_j(2 s - 1) R_jk,
 
 P_j the Legendre polynomials (j < K) and R the triangular matrix that makes the psi_k
-orthonormal in the jerk inner product, int_0^1 psi_i''' psi_j''' ds = delta_ij (so the
-joint-jerk cost is a sum of squares of the coefficients: a well-conditioned problem).
-s^3 (1 - s)^3 vanishes with its first two derivatives at both ends, so every q in the
-family starts and ends at rest (zero velocity and acceleration) at exactly the given
-postures, whatever the coefficients a (K, dof): the optimisation is unconstrained.
+orthonormal in the inner product of the e-th derivatives,
+int_0^1 psi_i^(e) psi_j^(e) ds = delta_ij (e = 3: the jerk, so that the joint-jerk
+cost is a sum of squares of the coefficients; e = 2: the acceleration, the leading
+order of the torque cost: well-conditioned problems). e = ``end_conditions``, the
+number of conditions imposed at each end. s^e (1 - s)^e vanishes with its first
+e - 1 derivatives at both ends, so every q in the family starts and ends at exactly
+the given postures with zero velocity (e >= 2) and zero acceleration (e = 3),
+whatever the coefficients a (K, dof): the optimisation is unconstrained. A cost has
+to be given the boundary conditions its Euler-Lagrange equation admits: a cost of
+third order in q (torque change, hand or joint jerk) fixes q, qd and qdd at the ends
+(e = 3); the minimum torque, of second order, only q and qd (e = 2; its optimal end
+accelerations are not zero: forced to zero, the optimum builds a boundary layer that
+every larger basis makes thinner and the cost does not converge with K).
+:func:`optimize` chooses e from the cost (``end_conditions="auto"``); the minimum-jerk
+base path p has zero end accelerations either way.
 Time derivatives are exact (polynomials); joint torques are
 ``inverse_dynamics(model, q, qd, qdd)`` at the nodes and their rates the forward-mode
 derivative along the path, tau_dot = d tau / dq qd + d tau / dqd qdd + d tau / dqdd qddd.
@@ -40,13 +50,16 @@ tau, tau_dot, the hand's position and derivatives, and ``movement.integral``).
 Solver: Optax L-BFGS with its zoom line search (strong Wolfe conditions) or Adam,
 inside ``jax.lax.while_loop``, on the cost divided by its initial value (so that the
 tolerances are relative). Only the built-in terms of nonzero weight are evaluated.
-L-BFGS iterates on preconditioned coefficients b = a S, S^2 = G the joint-space metric
-of the cost's leading term (each built-in cost is int |A(q) q^(d)|^2 dt plus lower
-orders: A = M, the mass matrix, for the torque costs, the hand's Jacobian for the hand
-jerk; the Hessian is then about I_K (x) G, see ``_metric``), so that the problem it
-sees is conditioned near 1 whatever the arm's inertias. It stops when the largest gradient
-entry is below ``gtol`` (status 0), when an accepted iteration lowers the cost by less
-than ``ftol`` relative (status 1, L-BFGS only), after ``maxiter`` iterations (status 2)
+With built-in costs both iterate on preconditioned coefficients b = a S, S^2 = G the
+joint-space metric of the cost's leading term (each built-in cost is
+int |A(q) q^(d)|^2 dt plus lower orders: A = M, the mass matrix, for the torque costs,
+the hand's Jacobian for the hand jerk; the Hessian is then about I_K (x) G, see
+``_metric``; G's eigenvalues are floored at 3e-3 of its largest, for the directions it
+does not see, such as the self-motions of a redundant arm under the hand jerk), so
+that the problem they see is conditioned near 1 whatever the arm's inertias. It stops
+when the largest gradient entry is below ``gtol`` (status 0), when an accepted
+iteration lowers the cost by less than ``ftol`` relative (status 1, L-BFGS only),
+after ``maxiter`` iterations (status 2)
 or at a non-finite cost or gradient (status 3: the result is the last finite iterate
 and ``converged`` is False, never a silent NaN; a cost that is not finite at the
 initial guess raises ValueError instead). Enough nodes for the basis are required
@@ -156,9 +169,13 @@ class OptimalMovement(NamedTuple):
       converged: (...) bool, True for status 0 or 1.
       status: (...) int, an index into :data:`STATUS`.
       grad_norm: (...) largest entry of the gradient of the normalised cost.
-      coef: (..., K, dof) the correction coefficients a (see :mod:`jaxmb.optimal`).
+      coef: (..., K, dof) the correction coefficients a (see :mod:`jaxmb.optimal`), in
+        the basis of ``end_conditions``.
       q_start, q_end: (..., dof) the end postures (from the inverse kinematics with
         ``target="hand"``).
+      end_conditions: (...) int, the conditions imposed at each end: 3 (position, zero
+        velocity and zero acceleration) or 2 (position and zero velocity; the minimum
+        torque); ``jaxmb.optimal.movement(..., coef, end_conditions=...)`` needs it.
     """
 
     t: jax.Array
@@ -177,6 +194,7 @@ class OptimalMovement(NamedTuple):
     coef: jax.Array
     q_start: jax.Array
     q_end: jax.Array
+    end_conditions: jax.Array
 
 
 # ---------------------------------------------------------------------- the basis
@@ -194,21 +212,23 @@ def _grid(nodes: int, quadrature: str):
 
 
 @functools.lru_cache(maxsize=64)
-def _basis_np(nodes: int, size: int, quadrature: str = "trapezoid"):
-    """Points s, weights w (nodes,), p^(d) (nodes, 4) and psi_k^(d) (4, nodes, size), d = 0..3."""
+def _basis_np(nodes: int, size: int, quadrature: str = "trapezoid", ends: int = 3):
+    """Points s, weights w (nodes,), p^(d) (nodes, 4) and psi_k^(d) (4, nodes, size), d = 0..3;
+    psi_k = s^e (1 - s)^e (Legendre series), orthonormal in the e-th derivative, e = ``ends``."""
     from numpy.polynomial import Legendre, Polynomial
 
     s, wq = _grid(nodes, quadrature)
     p = Polynomial([0, 0, 0, 10, -15, 6])
     # Legendre series on [0, 1]: stable products and derivatives (a power series of
     # degree 15 loses the Gram matrix to cancellation)
-    w = Legendre.cast(Polynomial([0, 0, 0, 1, -3, 3, -1]), domain=[0, 1])  # s^3 (1 - s)^3
+    w = Legendre.cast(Polynomial([0, 0, 0, 1, -3, 3, -1] if ends == 3 else [0, 0, 1, -2, 1]),
+                      domain=[0, 1])  # s^3 (1 - s)^3 or s^2 (1 - s)^2
     raw = [w * Legendre.basis(j, domain=[0, 1]) for j in range(size)]  # w(s) P_j(2 s - 1)
-    # Gram matrix of the third derivatives, exact: int_0^1 phi_i''' phi_j''' ds
+    # Gram matrix of the e-th derivatives, exact: int_0^1 phi_i^(e) phi_j^(e) ds
     G = np.empty((size, size))
     for i in range(size):
         for j in range(i, size):
-            F = (raw[i].deriv(3) * raw[j].deriv(3)).integ()
+            F = (raw[i].deriv(ends) * raw[j].deriv(ends)).integ()
             G[i, j] = G[j, i] = F(1.0) - F(0.0)
     L = np.linalg.cholesky(G)
     R = np.linalg.inv(L).T  # psi = phi R: R^T G R = I
@@ -227,7 +247,9 @@ def min_nodes(basis: int, quadrature: str = "gauss") -> int:
     degree 2 n - 1 exactly: n >= K + 4 is the least that sees every direction of the
     coefficients; twice K + 3 leaves the margin the non-polynomial dynamics need
     (with fewer, the optimiser finds coefficients whose cost is mostly quadrature
-    error, and report a cost far below the path's true cost). The trapezoidal rule, second-order accurate, needs twice that again.
+    error, and report a cost far below the path's true cost). The trapezoidal rule,
+    second-order accurate, needs twice that again. With ``end_conditions=2`` (the
+    minimum torque) the corrections have degree K + 3, the same rule with more margin.
 
     Returns:
       2 (basis + 3) for "gauss", 4 (basis + 3) for "trapezoid".
@@ -238,7 +260,7 @@ def min_nodes(basis: int, quadrature: str = "gauss") -> int:
     return (2 if quadrature == "gauss" else 4) * (basis + 3)
 
 
-def basis_matrices(nodes: int, size: int, quadrature: str = "trapezoid"):
+def basis_matrices(nodes: int, size: int, quadrature: str = "trapezoid", end_conditions: int = 3):
     """The parametrisation's functions of s = t / T at the nodes (NumPy, float64).
 
     Args:
@@ -247,6 +269,9 @@ def basis_matrices(nodes: int, size: int, quadrature: str = "trapezoid"):
       quadrature: "trapezoid" (equally spaced nodes, ends included, trapezoidal
         weights) or "gauss" (Gauss-Legendre points and weights, as :func:`optimize`
         integrates its costs).
+      end_conditions: 3 (default: psi = s^3 (1 - s)^3 x polynomials, jerk-orthonormal;
+        position, zero velocity and zero acceleration at the ends) or 2 (s^2 (1 - s)^2,
+        acceleration-orthonormal; position and zero velocity), see :mod:`jaxmb.optimal`.
 
     Returns:
       (s, w, base, psi): s (nodes,) the points; w (nodes,) the quadrature weights
@@ -258,7 +283,21 @@ def basis_matrices(nodes: int, size: int, quadrature: str = "trapezoid"):
     nodes, size = _check_int("nodes", nodes, 2), _check_int("basis", size, 1)
     if quadrature not in ("gauss", "trapezoid"):
         raise ValueError(f"quadrature must be 'gauss' or 'trapezoid', got {quadrature!r}")
-    return tuple(x.copy() for x in _basis_np(nodes, size, quadrature))
+    ends = _check_ends(end_conditions)
+    return tuple(x.copy() for x in _basis_np(nodes, size, quadrature, ends))
+
+
+def _check_ends(end_conditions) -> int:
+    """2 or 3 (an int or a concrete 0-d integer array, e.g. ``OptimalMovement.end_conditions``)."""
+    v = end_conditions
+    if isinstance(v, jax.core.Tracer):
+        raise ValueError("end_conditions must be concrete (2 or 3), not a traced value")
+    if isinstance(v, (np.ndarray, jax.Array)) and v.ndim == 0 and v.dtype.kind in "iu":
+        v = int(v)
+    if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v not in (2, 3):
+        raise ValueError(f"end_conditions must be 2 (position and velocity at the ends) or 3 (also the "
+                         f"acceleration), got {end_conditions!r}")
+    return int(v)
 
 
 # ------------------------------------------------------------ one movement's path
@@ -281,6 +320,7 @@ class _Config:
     quadrature: str = "gauss"
     terms: tuple | None = None  # built-in costs evaluated (those of nonzero weight); None: all
     precondition: bool = True
+    ends: int = 3  # end conditions: 3 (q, qd, qdd) or 2 (q, qd), see _basis_np
 
 
 def _derivs(q_start, q_end, duration, coef, base, psi):
@@ -313,40 +353,60 @@ def _movement(model: Model, q_start, q_end, duration, coef, cfg: _Config, quadra
     """The Movement of coefficients ``coef``; with ``terms`` (built-in cost names) only
     what they need is computed (the other fields are None)."""
     dtype = q_start.dtype
-    s, w, base, psi = (jnp.asarray(x, dtype) for x in _basis_np(cfg.nodes, cfg.size, quadrature or cfg.quadrature))
+    s, w, base, psi = (jnp.asarray(x, dtype) for x in _basis_np(cfg.nodes, cfg.size, quadrature or cfg.quadrature,
+                                                                        cfg.ends))
     q, qd, qdd, qddd = _derivs(q_start, q_end, duration, coef, base, psi)
     tau, tau_dot, *hand = _nodal(model, cfg, terms, q, qd, qdd, qddd)
     return Movement(s * duration, w * duration, q, qd, qdd, qddd, tau, tau_dot, *hand)
 
 
 def movement(model: Model, q_start, q_end, duration, coef, *, nodes: int = 100, segment: Segment = -1,
-             point=None, quadrature: str = "trapezoid") -> Movement:  # fmt: skip
+             point=None, quadrature: str = "trapezoid", end_conditions: int = 3) -> Movement:  # fmt: skip
     """Evaluate the parametrised trajectory of one movement (see :mod:`jaxmb.optimal`).
 
     Args:
       model: the model.
-      q_start, q_end: (dof,) end postures.
-      duration: movement time T, s.
+      q_start, q_end: (dof,) end postures (real, finite).
+      duration: movement time T, s (a finite number > 0).
       coef: (K, dof) correction coefficients (e.g. ``OptimalMovement.coef``; zeros
         give the joint-space minimum-jerk movement).
       nodes: number of times.
       segment, point: the hand, as in :func:`jaxmb.trajectory.hand_position`.
       quadrature: "trapezoid" (default: equally spaced times, ends included) or
         "gauss" (Gauss-Legendre points, as the optimisation uses them).
+      end_conditions: the basis the coefficients belong to: 3 (default: zero end
+        velocity and acceleration) or 2 (zero end velocity); give an optimisation's
+        ``OptimalMovement.end_conditions`` with its ``coef`` (2 for the minimum torque).
 
     Returns:
-      a :class:`Movement` (pure JAX: jit, vmap and grad apply).
+      a :class:`Movement` (pure JAX: jit, vmap and grad apply; the values of traced
+      arguments are not checked, their shapes are).
+
+    Raises:
+      ValueError: q_start, q_end not of shape (dof,), coef not (K, dof), duration not
+        a scalar, any of them not real or (concrete) not finite, a (concrete) duration
+        not > 0, an unknown quadrature or end_conditions, nodes < 2.
     """
     q_start, q_end, duration, coef = (np.asarray(x) if not isinstance(x, jax.Array) else x
                                       for x in (q_start, q_end, duration, coef))
-    if coef.ndim != 2 or coef.shape[1] != model.dof:
-        raise ValueError(f"coef must have shape (K, dof={model.dof}), got {coef.shape}")
+    dof = model.dof
+    for name, x, shape, what in (("q_start", q_start, (dof,), f"({dof},)"), ("q_end", q_end, (dof,), f"({dof},)"),
+                                 ("coef", coef, None, f"(K, dof={dof})"), ("duration", duration, (), "() (a scalar)")):
+        if (x.shape != shape) if shape is not None else (x.ndim != 2 or x.shape[1] != dof or x.shape[0] < 1):
+            raise ValueError(f"{name} must have shape {what}, got {tuple(x.shape)}")
+        if x.dtype.kind not in "fiu":
+            raise ValueError(f"{name} must be real (an array of numbers), got dtype {x.dtype}")
+        if name == "duration":
+            _check_duration(x)
+        else:
+            check_finite(x, name)
     if quadrature not in ("gauss", "trapezoid"):
         raise ValueError(f"quadrature must be 'gauss' or 'trapezoid', got {quadrature!r}")
+    ends = _check_ends(end_conditions)
     i, point = _hand_point(model, segment, point)
     dtype = _float_dtype(q_start, q_end, coef)
     cfg = _Config(None, _check_int("nodes", nodes, 2), coef.shape[0], "lbfgs", 1, 0.0, 0.0, 1, 0.0, 1, i,
-                  None if point is None else tuple(float(v) for v in np.asarray(point)), quadrature)
+                  None if point is None else tuple(float(v) for v in np.asarray(point)), quadrature, ends=ends)
     return _movement_jit(model.astype(dtype), jnp.asarray(q_start, dtype), jnp.asarray(q_end, dtype),
                          jnp.asarray(duration, dtype), jnp.asarray(coef, dtype), cfg)
 
@@ -405,7 +465,7 @@ def _metric(model: Model, q_start, q_end, duration, weights, cfg: _Config, terms
     sx = (x + 1) / 2
     path = q_start + (q_end - q_start) * jnp.asarray(10 * sx**3 - 15 * sx**4 + 6 * sx**5, dtype)[:, None]
     wx = jnp.asarray(wx / 2, dtype)
-    _, wq, _, psi = _basis_np(cfg.nodes, cfg.size, cfg.quadrature)
+    _, wq, _, psi = _basis_np(cfg.nodes, cfg.size, cfg.quadrature, cfg.ends)
     T = duration
     dof = q_start.shape[-1]
     G = jnp.zeros((dof, dof), dtype)
@@ -438,13 +498,24 @@ def _metric(model: Model, q_start, q_end, duration, weights, cfg: _Config, terms
     return G
 
 
+#: eigenvalues of the metric G are floored at this fraction of the largest. G is rank
+#: deficient for the hand jerk of an arm of more than two links (J^T J has rank 2, the
+#: self-motions leave the hand's leading-order jerk unchanged); with the floor at 1e-8
+#: S^-1 stretched those directions 1e4 times and L-BFGS did not converge in 2,000
+#: iterations (3-link arm, lateral reach: 1e-4: not in 2,000; 1e-3: 164; 3e-3: 87;
+#: 1e-2: 159; 3e-2, 1e-1 slowed the two-link problems). Two-link metrics are not
+#: affected: their smallest eigenvalue is 0.011 to 0.14 of the largest on the tests'
+#: and the experiment's reaches.
+_FLOOR = 3e-3
+
+
 def _preconditioner(G, dtype):
-    """S, S^-1 (dof, dof), symmetric: S^2 = G with its eigenvalues floored at 1e-8 of the
-    largest (identity if G is zero or not finite)."""
+    """S, S^-1 (dof, dof), symmetric: S^2 = G with its eigenvalues floored at _FLOOR (3e-3)
+    of the largest (identity if G is zero or not finite)."""
     lam, V = jnp.linalg.eigh(G)
     top = lam[-1]
     ok = jnp.isfinite(top) & (top > 0) & jnp.all(jnp.isfinite(V))
-    lam = jnp.where(ok, jnp.maximum(lam, 1e-8 * top), 1.0)
+    lam = jnp.where(ok, jnp.maximum(lam, _FLOOR * top), 1.0)
     V = jnp.where(ok, V, jnp.eye(G.shape[0], dtype=dtype))
     r = jnp.sqrt(lam)
     return (V * r) @ V.T, (V / r) @ V.T
@@ -463,10 +534,11 @@ def _solve_one(model: Model, q_start, q_end, duration, coef0, weights, cfg: _Con
     c0, g0 = jax.value_and_grad(raw)(coef0)
     # the initial cost sets the scale (tolerances are relative to it)
     scale = jnp.where(jnp.isfinite(c0) & (jnp.abs(c0) > tiny), jnp.abs(c0), 1.0)
-    # L-BFGS iterates on b = a S (a = b S^-1), where S^2 approximates the Hessian of the
-    # normalised cost per basis function (see _metric): the same minimiser, a problem
-    # conditioned near 1 (tests/test_optimal.py: under 0.6 times the iterations)
-    if cfg.method == "lbfgs" and cfg.precondition and terms is not None:
+    # L-BFGS and Adam iterate on b = a S (a = b S^-1), where S^2 approximates the Hessian
+    # of the normalised cost per basis function (see _metric): the same minimiser, a
+    # problem conditioned near 1 (tests/test_optimal.py: under 0.6 times the iterations
+    # for L-BFGS), on which Adam's step size is in units of the problem's own scale
+    if cfg.precondition and terms is not None:
         S, S_inv = _preconditioner(_metric(model, q_start, q_end, duration, weights, cfg, terms) / scale, dtype)
     else:
         S = S_inv = jnp.eye(q_start.shape[-1], dtype=dtype)
@@ -525,7 +597,7 @@ def _solve_one(model: Model, q_start, q_end, duration, coef0, weights, cfg: _Con
     return OptimalMovement(
         t=m.t, q=m.q, qd=m.qd, qdd=m.qdd, tau=m.tau, hand=m.hand, hand_vel=m.hand_vel,
         cost=v * scale, history=hist, iterations=it, converged=status <= 1, status=status,
-        grad_norm=gn, coef=a, q_start=q_start, q_end=q_end,
+        grad_norm=gn, coef=a, q_start=q_start, q_end=q_end, end_conditions=jnp.asarray(cfg.ends),
     )
 
 
@@ -556,6 +628,26 @@ def _solve_batch(model, q_start, q_end, duration, coef0, weights, cfg: _Config, 
 
 
 # ------------------------------------------------------------------ public entry
+
+
+#: with ``progress=True`` and no ``chunk``, a batch is solved in this many chunks at most
+_PROGRESS_STEPS = 20
+
+
+def _check_weight(name, v) -> float:
+    """A cost weight: a finite real number >= 0 (a Python or NumPy number, or a concrete 0-d array)."""
+    ok = False
+    if isinstance(v, (np.ndarray, np.generic, jax.Array)) and not isinstance(v, jax.core.Tracer):
+        ok = np.ndim(v) == 0 and np.asarray(v).dtype.kind in "fiu"
+    elif isinstance(v, (int, float)):
+        ok = True
+    if ok:
+        v = float(v)
+        ok = math.isfinite(v) and v >= 0
+    if not ok:
+        raise ValueError(f"the weight of cost {name!r} must be a finite real number >= 0 (a number or a concrete "
+                         f"0-d array), got {v!r}")
+    return v
 
 
 def _check_int(name, value, low):
@@ -605,20 +697,22 @@ def _check_reached(model, batched, q, target, name, i, point, out_of_reach):
 
 
 def optimize(model: Model, start, end, duration, *, cost: Union[str, dict, Callable] = "torque_change", nodes: int = 100,
-             target: str = "joint", basis: int = 10, method: str = "lbfgs", maxiter: int = 300,
-             gtol: float = 1e-7, ftol: float = 1e-13, memory: int = 20, learning_rate: float = 1e-2,
+             target: str = "joint", basis: int = 10, method: str = "lbfgs", maxiter: int = 1000,
+             gtol: float = 1e-7, ftol: float = 1e-13, memory: int = 20, learning_rate: float = 0.1,
              linesearch_steps: int = 30, init=None, segment: Segment = -1, point=None, q_guess=None,
              out_of_reach: str = "project", quadrature: str = "gauss", batching: str = "map",
-             chunk: int | None = None, progress: bool = False, precondition: bool = True) -> OptimalMovement:  # fmt: skip
+             chunk: int | None = None, progress: bool = False, precondition: bool = True,
+             end_conditions: Union[str, int] = "auto") -> OptimalMovement:  # fmt: skip
     """Optimal rest-to-rest movement(s) between two postures or two hand positions.
 
     Minimises ``cost`` over the trajectories q(t) that start at ``start`` and end at
-    ``end`` at rest (zero velocity and acceleration at both ends, exact by
-    construction: see :mod:`jaxmb.optimal`), with L-BFGS (or Adam) inside one
-    compiled call. Batches: ``start``, ``end``, ``duration`` and the model (a stacked
-    model, e.g. ``jax.tree.map(lambda *x: jnp.stack(x), *models)``) may carry leading
-    batch axes, broadcast against each other; every problem is solved independently
-    in one compiled call (``lax.map`` or ``jax.vmap`` over the solver, see
+    ``end`` at rest (zero velocity at both ends, and zero acceleration for the costs
+    of third order, exact by construction: see ``end_conditions`` and
+    :mod:`jaxmb.optimal`), with L-BFGS (or Adam) inside one compiled call. Batches:
+    ``start``, ``end``, ``duration`` and the model (a stacked model, e.g.
+    ``jax.tree.map(lambda *x: jnp.stack(x), *models)``) may carry leading batch axes,
+    broadcast against each other; every problem is solved independently in one
+    compiled call (``lax.map`` or ``jax.vmap`` over the solver, see
     ``batching``), e.g. reaches to 1,000 targets or one reach of 1,000 arms.
 
     Args:
@@ -629,8 +723,10 @@ def optimize(model: Model, start, end, duration, *, cost: Union[str, dict, Calla
         start posture, so a two-link arm keeps its elbow branch).
       duration: movement time T, s (finite, > 0), a scalar or a (...) batch.
       cost: "torque_change" (default), "torque", "hand_jerk", "joint_jerk", a dict
-        of them with weights (e.g. ``{"torque_change": 1, "hand_jerk": 1e-3}``; all
-        built-in costs share one compiled solver), or a function
+        of them with weights (e.g. ``{"torque_change": 1, "hand_jerk": 1e-3}``; weights
+        are finite real numbers >= 0, Python or NumPy numbers or concrete 0-d arrays,
+        at least one of them > 0; the built-in costs of each set of nonzero weights
+        share one compiled solver), or a function
         ``cost(movement) -> scalar`` of a :class:`Movement` (traced: use jnp; a new
         function object compiles anew, so reuse it).
       nodes: number of quadrature points the costs are integrated on, and of the
@@ -638,17 +734,33 @@ def optimize(model: Model, start, end, duration, *, cost: Union[str, dict, Calla
         :func:`min_nodes` (2 (basis + 3) with Gauss-Legendre, 4 (basis + 3) with the
         trapezoidal rule: 26 and 52 for basis=10).
       target: "joint" or "hand", what ``start`` and ``end`` are.
-      basis: number K of correction functions per coordinate (>= 1; 10 resolves the
-        published optimal reaches to better than 1e-4 of their amplitude).
+      basis: number K of correction functions per coordinate (>= 1). Measured by
+        ``experiments/optimal_reaching.py`` against basis=40 (Uno et al.'s arm, four
+        reaches, and the notes' arm, a lateral reach; 0.5 s, 100 nodes): 10 functions
+        resolve the hand path to 2e-4 of the reach's amplitude for the hand jerk (its
+        straight path is far from the joint-space minimum-jerk base; the cost to 2e-4),
+        1e-5 for the torque change (cost 3e-6), 3e-6 for the torque (cost 1e-7), and
+        exactly for the joint jerk (the base path); 16 functions to 2e-6, 4e-8 and
+        1e-7; 6 to 3e-3, 7e-4 and 2e-4.
       method: "lbfgs" (default) or "adam".
-      maxiter: most iterations (>= 1).
+      maxiter: most iterations (>= 1; 1000, as 300 was too few for more than two
+        links). Measured with the defaults on reaches of 0.5 s: L-BFGS took 6 to 36
+        iterations on two-link arms, 25 to 262 on two three-link arms and 21 to 452 on
+        a four-link arm; Adam 207 to 266 on two-link arms, 272 to 1,033 on a
+        three-link arm.
       gtol: stop when the largest entry of the gradient of the normalised cost (the
         cost divided by its initial value) with respect to the coefficients is below
         gtol.
       ftol: (L-BFGS) stop when an iteration lowers the normalised cost by less than
         ftol relative.
       memory: L-BFGS memory (pairs kept).
-      learning_rate: Adam's step size.
+      learning_rate: Adam's step size, in the preconditioned coefficients of the
+        normalised cost with the built-in costs (see ``precondition``), where the
+        default 0.1 converged in 207 to 266 iterations on the two-link reaches measured
+        (0.01 and 0.03 in under 290); with a cost function (plain coefficients) the step
+        that works depends on the cost's scale (on the built-in costs' plain
+        coefficients 0.1 took 312 to 1,610 iterations, and 0.01, the former default,
+        did not converge in 5,000 on five of six two-link problems).
       linesearch_steps: most steps of the zoom line search per L-BFGS iteration.
       init: optional (..., K, dof) initial coefficients (default zeros: the
         minimum-jerk path in joint coordinates).
@@ -665,13 +777,27 @@ def optimize(model: Model, start, end, duration, *, cost: Union[str, dict, Calla
         fastest on a CPU) or "vmap" (``jax.vmap`` over the solver: all problems in lock
         step until the slowest converges; for accelerators).
       chunk: solve the batch in chunks of this many problems (one compilation; the
-        last chunk is padded), e.g. to show progress; None: all at once.
-      progress: show a ``tqdm`` progress bar over the chunks.
-      precondition: (L-BFGS, built-in costs) iterate on coefficients rescaled by the
-        leading-order Hessian of the cost (the mass matrix for the torque costs, the
-        hand's Jacobian for the hand jerk, along the minimum-jerk path): the same
-        minimum in fewer iterations (under 0.6 times as many in the tests). False:
-        the plain coefficients.
+        last chunk is padded), e.g. to show progress; None: all at once (with
+        ``progress=True``, a batch of B problems in chunks of ceil(B / 20)).
+      progress: show a ``tqdm`` progress bar over the chunks (a batch without
+        ``chunk`` is cut into at most 20; a single problem has no bar).
+      precondition: (built-in costs, L-BFGS and Adam) iterate on coefficients rescaled
+        by the leading-order Hessian of the cost (the mass matrix for the torque costs,
+        the hand's Jacobian for the hand jerk, along the minimum-jerk path; its
+        eigenvalues floored at 3e-3 of the largest, for the self-motions of a redundant
+        arm): the same minimum in fewer iterations (L-BFGS: under 0.6 times as many in
+        the tests; Adam: converges with its default step). False: the plain
+        coefficients.
+      end_conditions: "auto" (default), 2 or 3: the conditions imposed at each end.
+        3: the posture, zero velocity and zero acceleration; 2: the posture and zero
+        velocity, the end accelerations left to the optimum. "auto" gives each cost
+        what its Euler-Lagrange equation admits: 3 when a term of third order (torque
+        change, hand or joint jerk) has a weight > 0 or the cost is a function, 2 for
+        the torque alone (forced to zero end accelerations, its optimum builds a
+        boundary layer that every larger basis makes thinner: the cost fell from
+        13.21 to 12.85 from basis 10 to 40 on the notes' arm's lateral reach, against
+        12.8155 for every basis with 2: ``experiments/optimal_reaching.py``). The
+        result's ``end_conditions`` says which was used.
 
     Returns:
       an :class:`OptimalMovement` (NumPy-compatible JAX arrays), with the batch's
@@ -679,8 +805,9 @@ def optimize(model: Model, start, end, duration, *, cost: Union[str, dict, Calla
 
     Raises:
       ValueError: a duration that is not finite and > 0, mismatched shapes (also of
-        ``q_guess``), an unknown or empty cost, an unknown target or method, nodes
-        below :func:`min_nodes`, basis < 1, maxiter < 1, non-finite inputs, an
+        ``q_guess``), an unknown or empty cost, weights that are not finite numbers
+        >= 0 or all 0, an unknown target, method or end_conditions, nodes below
+        :func:`min_nodes`, basis < 1, maxiter < 1, non-finite inputs, an
         out-of-reach hand target with ``out_of_reach="raise"``, a cost (or its
         gradient) that is not finite at the initial guess.
     """
@@ -694,19 +821,28 @@ def optimize(model: Model, start, end, duration, *, cost: Union[str, dict, Calla
         if unknown:
             raise ValueError(f"unknown cost {unknown[0]!r}: use one of {list(_NAMES)}, a dict of them with "
                              f"weights, or a function of a Movement")
-        for k, v in cost.items():
-            if not (isinstance(v, (int, float, np.floating, np.integer)) and math.isfinite(v) and v >= 0):
-                raise ValueError(f"the weight of cost {k!r} must be a finite number >= 0, got {v!r}")
-        weights = np.array([float(cost.get(k, 0.0)) for k in _NAMES])
+        cost = {k: _check_weight(k, v) for k, v in cost.items()}
+        if not any(v > 0 for v in cost.values()):
+            raise ValueError(f"every weight of cost {cost} is 0: nothing to minimise; give at least one "
+                             "weight > 0")
+        weights = np.array([cost.get(k, 0.0) for k in _NAMES])
         label = "+".join(k for k in _NAMES if k in cost)
-        # the terms evaluated: those of nonzero weight (all named ones if every weight is 0)
-        terms = tuple(k for k in _NAMES if cost.get(k, 0.0) > 0) or tuple(k for k in _NAMES if k in cost)
+        terms = tuple(k for k in _NAMES if cost.get(k, 0.0) > 0)  # the terms evaluated: nonzero weights
         cost = None
     elif callable(cost):
         weights, label, terms = np.zeros(len(_NAMES)), "cost", None
     else:
         raise ValueError(f"cost must be a name ({list(_NAMES)}), a dict of them with weights, or a function "
                          f"of a Movement, got {cost!r}")
+    if isinstance(end_conditions, str) and end_conditions == "auto":
+        # what the cost's Euler-Lagrange equation admits: q, qd, qdd at the ends for a
+        # term of third order, q and qd for the torque alone (a user function: 3)
+        ends = 3 if terms is None or any(_LEADING[k] == 3 for k in terms) else 2
+    else:
+        try:
+            ends = _check_ends(end_conditions)
+        except ValueError:
+            raise ValueError(f"end_conditions must be 'auto', 2 or 3, got {end_conditions!r}") from None
     if target not in ("joint", "hand"):
         raise ValueError(f"target must be 'joint' (start/end are coordinates) or 'hand' (hand positions), "
                          f"got {target!r}")
@@ -786,6 +922,8 @@ def optimize(model: Model, start, end, duration, *, cost: Union[str, dict, Calla
             raise ValueError(f"q_guess's batch {tuple(q_guess.shape[:-1])} does not broadcast to the batch "
                              f"{tuple(lead)} of start, end, duration and model")
     B = int(np.prod(lead)) if lead else 1
+    if progress and chunk is None and B > 1:
+        chunk = -(-B // _PROGRESS_STEPS)  # a bar of at most _PROGRESS_STEPS updates (one compilation)
 
     # -------- flatten the batch
     mdl = model.astype(dtype)
@@ -823,7 +961,7 @@ def optimize(model: Model, start, end, duration, *, cost: Union[str, dict, Calla
         q_start_f, q_end_f = start_f, end_f
 
     cfg = _Config(cost, nodes, basis, method, maxiter, float(gtol), float(ftol), memory, float(learning_rate),
-                  linesearch_steps, i, pt_static, quadrature, terms, bool(precondition))
+                  linesearch_steps, i, pt_static, quadrature, terms, bool(precondition), ends)
     w = jnp.asarray(weights, dtype)
 
     # -------- solve (in chunks, with progress)
