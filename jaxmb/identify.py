@@ -711,6 +711,14 @@ def _seven_segment_fractions(table: str) -> tuple:
     return tuple(out)
 
 
+def _positive_number(v) -> bool:
+    """True for a finite real number > 0 (a Python or NumPy scalar, or a 0-d array)."""
+    try:
+        return not isinstance(v, (bool, str)) and np.ndim(v) == 0 and math.isfinite(float(v)) and float(v) > 0
+    except (TypeError, ValueError):
+        return False
+
+
 def _prior_options(model: Model, tables, rows, count, floor):
     """Checked (tables, rows, count, floor) of :func:`table_prior`."""
     from .anthropometry import _check_table
@@ -753,11 +761,7 @@ def _prior_options(model: Model, tables, rows, count, floor):
     for s, k in count.items():
         if s not in names:
             raise ValueError(f"count names {s!r}, which is not a segment of the model; its segments are {list(names)}")
-        try:
-            ok = not isinstance(k, (bool, str)) and np.ndim(k) == 0 and math.isfinite(float(k)) and float(k) > 0
-        except (TypeError, ValueError):
-            ok = False
-        if not ok:
+        if not _positive_number(k):
             raise ValueError(f"count[{s!r}] must be a number > 0, got {k!r}")
     return tables, rows, count, fl
 
@@ -1418,11 +1422,7 @@ def fit(model: Model, q, qd, qdd, *, moments=None, reactions=None, loads=None, f
     for k, v in sigma.items():
         if (moments, reactions)[k == "reactions"] is None:
             raise ValueError(f"sigma[{k!r}] is given but no {k} are: give {k}= or leave the key out")
-        try:
-            ok = not isinstance(v, (bool, str)) and np.ndim(v) == 0 and math.isfinite(float(v)) and float(v) > 0
-        except (TypeError, ValueError):
-            ok = False
-        if not ok:
+        if not _positive_number(v):
             raise ValueError(f"sigma[{k!r}] must be a positive number, got {v!r}")
 
     data, kinds, linear = {}, [], []
