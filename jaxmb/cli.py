@@ -146,8 +146,8 @@ def _compile_cache(path: str | None, explicit: bool = False) -> str | None:
 
     The same command run again (on other files of the same shapes, or with options
     that do not change the programs) then loads its compiled programs from disk
-    instead of compiling them again: ``jaxmb optimal`` took 11.4 s on a cold cache
-    and 3.9 s on a warm one, ``jaxmb identify`` 7.3 s and 4.0 s (medians on this
+    instead of compiling them again: ``jaxmb optimal`` took 10.4 s on a cold cache
+    and 4.0 s on a warm one, ``jaxmb identify`` 6.8 s and 3.6 s (medians on this
     project's 2-core CPU; ``python -m benchmarks.bench_cli``, recorded in
     ``benchmarks/results_cli.json``).
 
