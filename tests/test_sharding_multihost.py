@@ -27,9 +27,13 @@ WORKER = textwrap.dedent(
     import json, sys
     import jax
     port, pid, bad = int(sys.argv[1]), int(sys.argv[2]), sys.argv[3] == "nan"
-    jax.config.update("jax_cpu_collectives_implementation", "gloo")
-    jax.distributed.initialize(coordinator_address=f"localhost:{port}", num_processes=2,
-                               process_id=pid, initialization_timeout=60)
+    try:  # the machine's part: gloo in this jaxlib, a local port
+        jax.config.update("jax_cpu_collectives_implementation", "gloo")
+        jax.distributed.initialize(coordinator_address=f"localhost:{port}", num_processes=2,
+                                   process_id=pid, initialization_timeout=60)
+    except Exception as e:
+        print(f"NOSETUP {type(e).__name__}: {e}")
+        sys.exit(3)
     jax.config.update("jax_enable_x64", True)
     import numpy as np
     from jax.sharding import NamedSharding, PartitionSpec as P
@@ -72,6 +76,10 @@ def _two_processes(bad: str):
             for q in procs:
                 q.kill()
             pytest.fail("the two processes did not finish in 120 s")
+        if p.returncode == 3 and "NOSETUP" in out:  # not jaxmb's: no gloo or no local port here
+            for q in procs:
+                q.kill()
+            pytest.skip("two local JAX processes cannot be joined on this machine: " + out.strip()[-300:])
         assert p.returncode == 0, err[-3000:]
         line = [ln for ln in out.splitlines() if ln.startswith("RESULT")][-1]
         results.append(json.loads(line[len("RESULT"):]))
