@@ -501,11 +501,12 @@ def _metric(model: Model, q_start, q_end, duration, weights, cfg: _Config, terms
 #: eigenvalues of the metric G are floored at this fraction of the largest. G is rank
 #: deficient for the hand jerk of an arm of more than two links (J^T J has rank 2, the
 #: self-motions leave the hand's leading-order jerk unchanged); with the floor at 1e-8
-#: S^-1 stretched those directions 1e4 times and L-BFGS did not converge in 2,000
-#: iterations (3-link arm, lateral reach: 1e-4: not in 2,000; 1e-3: 164; 3e-3: 87;
-#: 1e-2: 159; 3e-2, 1e-1 slowed the two-link problems). Two-link metrics are not
-#: affected: their smallest eigenvalue is 0.011 to 0.14 of the largest on the tests'
-#: and the experiment's reaches.
+#: S^-1 stretched those directions 1e4 times and L-BFGS did not converge on a 3-link
+#: arm (tests/test_optimal.py: test_redundant_arm_converges_with_the_default_
+#: preconditioning). 3e-3 came out best in a scan of floors while developing (not
+#: recorded): lower ones converged slowly or not at all on the 3-link arm, higher ones
+#: slowed the two-link problems, whose metrics it leaves alone (their smallest
+#: eigenvalue is about 1e-2 of the largest or more).
 _FLOOR = 3e-3
 
 
@@ -743,11 +744,9 @@ def optimize(model: Model, start, end, duration, *, cost: Union[str, dict, Calla
         exactly for the joint jerk (the base path); 16 functions to 2e-6, 4e-8 and
         1e-7; 6 to 3e-3, 7e-4 and 2e-4.
       method: "lbfgs" (default) or "adam".
-      maxiter: most iterations (>= 1; 1000, as 300 was too few for more than two
-        links). Measured with the defaults on reaches of 0.5 s: L-BFGS took 6 to 36
-        iterations on two-link arms, 25 to 262 on two three-link arms and 21 to 452 on
-        a four-link arm; Adam 207 to 266 on two-link arms, 272 to 1,033 on a
-        three-link arm.
+      maxiter: most iterations (>= 1; 1000, as 300 was too few for arms of more than
+        two links in trials while developing: two-link reaches take tens of L-BFGS
+        iterations, longer arms up to several hundred).
       gtol: stop when the largest entry of the gradient of the normalised cost (the
         cost divided by its initial value) with respect to the coefficients is below
         gtol.
@@ -756,11 +755,9 @@ def optimize(model: Model, start, end, duration, *, cost: Union[str, dict, Calla
       memory: L-BFGS memory (pairs kept).
       learning_rate: Adam's step size, in the preconditioned coefficients of the
         normalised cost with the built-in costs (see ``precondition``), where the
-        default 0.1 converged in 207 to 266 iterations on the two-link reaches measured
-        (0.01 and 0.03 in under 290); with a cost function (plain coefficients) the step
-        that works depends on the cost's scale (on the built-in costs' plain
-        coefficients 0.1 took 312 to 1,610 iterations, and 0.01, the former default,
-        did not converge in 5,000 on five of six two-link problems).
+        default 0.1 converges on the two-link reaches (``tests/test_optimal.py``:
+        ``test_adam_converges_with_its_defaults``); with a cost function (plain
+        coefficients) the step that works depends on the cost's scale.
       linesearch_steps: most steps of the zoom line search per L-BFGS iteration.
       init: optional (..., K, dof) initial coefficients (default zeros: the
         minimum-jerk path in joint coordinates).
