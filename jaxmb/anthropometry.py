@@ -8,7 +8,12 @@ Tables (bundled in ``jaxmb/data``; full references in ``jaxmb/data/SOURCES.txt``
   Winter's Figure 4.1 (after Drillis & Contini 1966), ``winter_segment_lengths.tsv``.
 - ``"deleva_male"``, ``"deleva_female"``: P. de Leva (1996), J. Biomech. 29(9),
   Table 4 (``deleva_male.tsv``, ``deleva_female.tsv``). Radius of gyration: the
-  sagittal column (planar models). Segment lengths from height: de Leva's mean
+  column about the *transverse* axis (mediolateral), the axis of rotation in the
+  sagittal plane, which is the plane of jaxmb's models. De Leva's "sagittal" radius
+  is about the sagittal (anteroposterior) axis: rotation in the frontal plane. The
+  tables themselves show which is which: the upper trunk, wider than it is deep,
+  has r_sag 0.716 > r_trans 0.454 (male), the head, deeper than it is wide, has
+  r_sag 0.362 < r_trans 0.376. Segment lengths from height: de Leva's mean
   segment lengths scaled by ``height / stature`` of his reference subjects (1.741 m
   male, 1.735 m female), ``deleva_lengths.tsv``.
 
@@ -57,8 +62,8 @@ __all__ = [
 # table name -> (file, column of the CM fraction, column of the radius of gyration)
 _TABLES = {
     "dempster": ("dempster_winter.tsv", "CM prox", "Rg CM"),
-    "deleva_male": ("deleva_male.tsv", "CM Long", "Rg Sag"),
-    "deleva_female": ("deleva_female.tsv", "CM Long", "Rg Sag"),
+    "deleva_male": ("deleva_male.tsv", "CM Long", "Rg Trans"),  # about the mediolateral axis
+    "deleva_female": ("deleva_female.tsv", "CM Long", "Rg Trans"),
 }
 
 # The multibody notes (Duarte, section "Numerical simulation"): upper arm 0.188 H and

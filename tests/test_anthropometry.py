@@ -77,12 +77,14 @@ def test_two_link_arm_reproduces_the_notes():
         ("dempster", "leg", 0.0465, 0.433, 0.302),
         ("dempster", "forearm_hand", 0.022, 0.682, 0.468),
         ("dempster", "hat", 0.678, 0.626, 0.496),
-        # de Leva (1996) Table 4: mass %, CM %, sagittal radius %
+        # de Leva (1996) Table 4: mass %, CM %, radius % about the transverse axis
+        # (rotation in the sagittal plane; the "sagittal" column is the frontal plane's)
         ("deleva_male", "thigh", 0.1416, 0.4095, 0.329),
-        ("deleva_female", "thigh", 0.1478, 0.3612, 0.369),
-        ("deleva_male", "trunk", 0.4346, 0.4486, 0.372),
-        ("deleva_male", "head", 0.0694, 0.5976, 0.362),
-        ("deleva_female", "upper_arm", 0.0255, 0.5754, 0.278),
+        ("deleva_female", "thigh", 0.1478, 0.3612, 0.364),
+        ("deleva_male", "trunk", 0.4346, 0.4486, 0.347),
+        ("deleva_male", "head", 0.0694, 0.5976, 0.376),
+        ("deleva_male", "upper_trunk", 0.1596, 0.2999, 0.454),
+        ("deleva_female", "upper_arm", 0.0255, 0.5754, 0.260),
     ],
 )
 def test_published_values(table, segment, mass, com, gyration):
@@ -294,13 +296,13 @@ def test_seven_segment_dempster_trunk_and_head_make_the_trunk_head_neck_row():
 def test_seven_segment_deleva_forearm_hand_and_head():
     H, M = 1.741, 73.0  # de Leva's male reference subject
     body = A.seven_segment_human(H, M, "deleva_male")
-    # forearm EJC-WJC 268.9 mm (1.62 %, CM 45.74 %, r 27.6 %) and hand WJC-MET3
-    # 86.2 mm (0.61 %, CM 79.00 %, r 62.8 %), one rigid body from the elbow, x2
+    # forearm EJC-WJC 268.9 mm (1.62 %, CM 45.74 %, r_trans 26.5 %) and hand WJC-MET3
+    # 86.2 mm (0.61 %, CM 79.00 %, r_trans 51.3 %), one rigid body from the elbow, x2
     Lf, Lh = 0.2689, 0.0862
     mf, mh = 0.0162 * M, 0.0061 * M
     cf, ch = 0.4574 * Lf, Lf + 0.7900 * Lh
     c = (mf * cf + mh * ch) / (mf + mh)
-    I = mf * (0.276 * Lf) ** 2 + mh * (0.628 * Lh) ** 2 + mf * (cf - c) ** 2 + mh * (ch - c) ** 2
+    I = mf * (0.265 * Lf) ** 2 + mh * (0.513 * Lh) ** 2 + mf * (cf - c) ** 2 + mh * (ch - c) ** 2
     assert float(body.length[6]) == pytest.approx(Lf, rel=1e-12)
     assert float(body.mass[6]) == pytest.approx(2 * (mf + mh), rel=1e-12)
     assert float(body.com[6, 0]) == pytest.approx(c, rel=1e-12)
