@@ -93,7 +93,10 @@ def stick_figure(model, qs, *, every=1, ax=None, color="C0"):
         Dd = np.asarray(distal_positions(model, qs[k]))
         for i in range(model.segments):
             ax.plot([P[i, 0], Dd[i, 0]], [P[i, 1], Dd[i, 1]], color=color, lw=1.5, alpha=0.6)
-    ax.set_aspect("equal")
+    # equal scales by widening the data limits, not by shrinking the axes box: a
+    # pose along the vertical (or the horizontal) has no width (height) of its own,
+    # and "equal" with the default adjustable="box" collapsed the box to nothing
+    ax.set_aspect("equal", adjustable="datalim")
     ax.set_xlabel("x (m)")
     ax.set_ylabel("y (m)")
     return ax.figure

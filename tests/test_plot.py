@@ -41,3 +41,20 @@ def test_stick_figure_takes_one_pose_and_checks_every():
         plot.stick_figure(arm, q, every=0)
     with pytest.raises(ValueError, match=r"qs must have shape \(T, 2\)"):
         plot.stick_figure(arm, q[:, :1])
+
+
+@pytest.mark.parametrize("q", [(-np.pi / 2, 0.0), (0.0, 0.0)], ids=["hanging", "horizontal"])
+def test_stick_figure_of_a_straight_pose_keeps_its_axes(q):
+    """A pose along one axis has no extent along the other: equal scales must widen the
+    data limits, not collapse the axes box (it had zero width for a hanging arm)."""
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+
+    fig = plot.stick_figure(jaxmb.two_link_arm(), np.array(q))
+    FigureCanvasAgg(fig).draw()  # aspect is applied at draw time
+    ax = fig.axes[0]
+    _, _, width, height = ax.get_position().bounds
+    assert width > 0.5 and height > 0.5  # the box fills most of the square figure
+    (x0, x1), (y0, y1) = ax.get_xlim(), ax.get_ylim()
+    assert x1 - x0 == pytest.approx(y1 - y0, rel=0.05)  # equal scales on a square box
+    arm_length = float(np.sum(jaxmb.two_link_arm().length))
+    assert max(x1 - x0, y1 - y0) >= arm_length  # the whole arm is in view
