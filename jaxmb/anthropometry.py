@@ -189,9 +189,13 @@ def _row(table, segment) -> _Row:
 
 def _positive(name: str, value, unit: str) -> float:
     """A finite, positive Python float, or a ValueError naming the argument."""
+    # np.asarray(..., dtype=float) would parse "70" and take True as 1: refuse both
+    kind = getattr(np.asarray(value) if not isinstance(value, jax.core.Tracer) else value, "dtype", None)
+    if isinstance(value, (str, bytes, bool, np.bool_)) or kind is None or kind.kind not in "iuf":
+        raise ValueError(f"{name} must be a real number in {unit}, got {value!r}")
     try:
         arr = np.asarray(value, dtype=float)
-    except Exception as err:  # strings, tracers (this API is eager), ...
+    except Exception as err:  # tracers (this API is eager), ...
         raise ValueError(f"{name} must be a real number in {unit}, got {value!r}") from err
     if arr.ndim != 0:
         raise ValueError(f"{name} must be a scalar in {unit}, got shape {arr.shape}")
@@ -519,7 +523,12 @@ def _offsets(pointing):
 
 
 def _angles(x):
-    return x if isinstance(x, jax.Array) else np.asarray(x, dtype=float)
+    """JAX arrays as they are; anything else as a NumPy array of its own float dtype
+    (integers and Python numbers as float64)."""
+    if isinstance(x, jax.Array):
+        return x
+    x = np.asarray(x)
+    return x if x.dtype.kind == "f" else x.astype(float)
 
 
 def _shift(x, pointing, sign: float):
@@ -529,7 +538,10 @@ def _shift(x, pointing, sign: float):
         raise ValueError(f"pointing has {len(off)} entries but the angles' last axis has "
                          f"{np.shape(x)[-1] if np.ndim(x) else 'none (a scalar)'}: give one pointing per angle, "
                          "or one str for all")  # fmt: skip
-    return x + sign * off
+    # the offsets take the angles' float dtype: float32 stays float32 (NumPy offsets
+    # are float64 and would promote it under x64)
+    dtype = x.dtype if getattr(x, "dtype", np.dtype(float)).kind == "f" else None
+    return x + (sign * off).astype(dtype) if dtype is not None else x + sign * off
 
 
 def from_vertical(phi, pointing: str | Sequence[str] = "down"):

@@ -404,8 +404,12 @@ def test_bad_inputs():
             A.three_segment_leg(1.7, bad)
     with pytest.raises(ValueError, match="scalar"):
         A.segment_parameters("thigh", body_mass=[70, 80], height=1.7)
-    with pytest.raises(ValueError, match="real number"):
-        A.segment_parameters("thigh", body_mass="heavy", height=1.7)
+    # a numeric string or a bool is no number (NumPy would parse "70" and read True as 1)
+    for bad in ("heavy", "70", True, np.bool_(True), 1 + 2j):
+        with pytest.raises(ValueError, match="body_mass must be a real number"):
+            A.segment_parameters("thigh", body_mass=bad, height=1.7)
+        with pytest.raises(ValueError, match="height must be a real number"):
+            A.seven_segment_human(height=bad)
     with pytest.raises(ValueError, match="not both"):
         A.segment_parameters("thigh", body_mass=70, height=1.7, length=0.4)
     with pytest.raises(ValueError, match="height= .* length="):
@@ -425,3 +429,16 @@ def test_tables_and_sources_are_bundled():
     sources = (resources.files("jaxmb") / "data" / "SOURCES.txt").read_text(encoding="utf-8")
     for ref in ("Dempster", "Winter", "de Leva", "Drillis", "1741"):
         assert ref in sources
+
+
+def test_vertical_angle_maps_keep_the_float_dtype():
+    """float32 angles stay float32 under x64 (the offsets were float64 NumPy arrays and
+    promoted them); integers and lists become float64, as before."""
+    P = A.SEVEN_SEGMENT_POINTING
+    for phi in (jnp.zeros(7, jnp.float32), np.zeros(7, np.float32)):
+        theta = A.from_vertical(phi + 0.25, P)
+        assert theta.dtype == np.float32 and type(theta) is type(phi)
+        assert A.to_vertical(theta, P).dtype == np.float32
+        np.testing.assert_allclose(A.to_vertical(theta, P), 0.25, atol=1e-6)
+    assert A.from_vertical(np.zeros(7, int), P).dtype == np.float64
+    assert A.from_vertical([0.0] * 7, P).dtype == np.float64
