@@ -376,6 +376,14 @@ def three_segment_leg(height, body_mass, table: str = "dempster", **kw) -> Model
     is taken at the ankle. This places the foot's CM a few centimetres off; the
     foot is 1.3-1.5 % of body mass.
 
+    Dempster's foot fractions (CM 0.5, radius of gyration 0.475) are defined on the
+    malleolus-to-metatarsal length, which Winter's Fig. 4.1 does not give; applied
+    to the heel-to-toe length 0.152 H they give a foot inertia that grows with the
+    square of the longer length: 0.0162 kg m^2 at 1.75 m and 70 kg, 4.2 times de
+    Leva's heel-to-toe foot (0.0039 kg m^2, male) and its CM 13.3 cm from the ankle
+    (de Leva 11.5 cm). Prefer a de Leva table, or ``replace`` the foot's ``com``
+    and ``inertia``, where the foot's rotation matters.
+
     Args:
       height: body height H, m.
       body_mass: body mass M, kg.
