@@ -76,13 +76,15 @@ def numpy_method(d, pts, force, cop, b):
     bb, aa = ss.butter(2, CUTOFF / (rate / 2))
     P = {k: ss.filtfilt(bb, aa, pts[k][b], axis=0) for k in pts}
     f = ss.filtfilt(bb, aa, force[b], axis=0)
-    c = ss.filtfilt(bb, aa, cop[b], axis=0)
-    c = np.stack([c, np.zeros_like(c)], 1)
+    # the force's moment about the origin filtered, as jaxmb's pipeline filters it
+    # (not the centre of pressure: undefined where the force is zero): the force at
+    # the origin with that couple
+    m0 = ss.filtfilt(bb, aa, cop[b] * force[b][:, 1], axis=0)
     seg = d.segments
     names = (("hip", "knee"), ("knee", "ankle"), ("ankle", "toe"))
     L = np.array([np.linalg.norm(P[q] - P[p], axis=1).mean() for p, q in names])
     g = np.array([0.0, -d.gravity])
-    F_d, M_d, p_d = f, np.zeros(len(f)), c
+    F_d, M_d, p_d = f, m0, np.zeros_like(f)
     out, forces = [], []
     for j in (2, 1, 0):
         p, q = names[j]

@@ -411,6 +411,12 @@ def _segment_spec(segments, body_mass, table, lead: tuple):
             if k != "com" and (v <= 0).any():
                 j = int(np.argwhere(v <= 0)[0][-1])
                 raise ValueError(f"segments['{k}'] of the {SEGMENTS[j]} must be > 0, got {v[..., j].min()}")
+            if k == "com" and ((v < 0) | (v > 1)).any():
+                j = int(np.argwhere((v < 0) | (v > 1))[0][-1])
+                bad = v[..., j].reshape(-1)[np.argmax(np.abs(v[..., j] - 0.5).reshape(-1))]
+                hint = f" (a percentage? {bad / 100:.4g}, not {bad:g})" if 1 < bad <= 100 else ""
+                raise ValueError(f"segments['com'] of the {SEGMENTS[j]} must be a fraction of its length from the "
+                                 f"proximal joint, between 0 and 1, got {bad:g}{hint}")  # fmt: skip
             out[k] = v.reshape(B, 3)
         return out["mass"], out["inertia"], out["com"], False
     if body_mass is None:
@@ -618,8 +624,8 @@ def _dynamics(params, q, qd, qdd, frc, mz, pelvis, pelvis_rate, *, terms: bool, 
 
 
 def _filter_group(kin, frc, mz, *, rate, force_rate, cutoff, force_cutoff, order):
-    """Low-pass the joint centres (B, T, 8), force and centre of pressure (B, Tf, k)
-    and free moment (B, Tf) or None, along time; one pass over all channels when
+    """Low-pass the joint centres (B, T, 8), force channels (B, Tf, k) (Fx, Fy, the
+    force's moment, the centre of pressure's height) and free moment (B, Tf) or None, along time; one pass over all channels when
     the rates and cut-offs are the same."""
     import jax.numpy as jnp
 
@@ -752,20 +758,41 @@ def _chunk_pipeline(pts, force, cop, mz, seg, pelvis, resample, gravity, *, rate
     from ._filters import derivative_jax
 
     kin = jnp.stack(pts, axis=-2)  # (B, T, 4, 2)
-    # (B, Tf, 4) Fx, Fy, COPx, COPy, or (B, Tf, 3) for a centre of pressure on the
-    # ground (COPy = 0: not filtered)
-    frc = jnp.concatenate([force, cop[..., None] if cop.ndim == 2 else cop], -1)
+    # The force's moment about a point r of each trial is filtered, not the centre of
+    # pressure: the moment (p - r) x F is linear in the data and zero wherever the
+    # force is, where the centre of pressure is undefined (held by the caller) or,
+    # at the few newtons of a contact's first and last samples, off by decimetres.
+    # Filtered, such a point carries the force that the filter spreads over the
+    # samples around the contact (sagittal's walking trial: an ankle moment of -0.53
+    # N m/kg before heel strike, and early-stance peaks that moved with the plates'
+    # threshold; _COP_FORCE). r: the mean centre of pressure weighted by |Fy|, so
+    # that the moment stays small (float32).
+    cx = cop if cop.ndim == 2 else cop[..., 0]
+    cy = jnp.zeros_like(cx) if cop.ndim == 2 else cop[..., 1]
+    fx, fy = force[..., 0], force[..., 1]
+    wt = jnp.abs(fy)
+    wsum = jnp.sum(wt, axis=1)
+    wsafe = jnp.where(wsum > 0, wsum, 1.0)
+    ref = jnp.stack([jnp.sum(wt * cx, 1) / wsafe, jnp.sum(wt * cy, 1) / wsafe], -1)  # (B, 2)
+    m_ref = (cx - ref[:, :1]) * fy - (cy - ref[:, 1:]) * fx
+    # (B, Tf, 3) Fx, Fy, moment about r, and COPy where it is given (for the "cop" output)
+    chans = [fx, fy, m_ref] + ([] if cop.ndim == 2 else [cy])
+    frc = jnp.stack(chans, -1)
     B, T = kin.shape[:2]
     kin = kin.reshape(B, T, 8)
     kin, frc, mz = _filter_group(kin, frc, mz, rate=rate, force_rate=force_rate, cutoff=cutoff,
                                  force_cutoff=force_cutoff, order=order)  # fmt: skip
     kin = kin.reshape(B, T, 4, 2)
-    if frc.shape[-1] == 3:
-        frc = jnp.concatenate([frc, jnp.zeros_like(frc[..., :1])], -1)
     if resample is not None:
         i0, i1, w = resample
         frc = frc[:, i0] * (1 - w)[:, None] + frc[:, i1] * w[:, None]
         mz = None if mz is None else mz[:, i0] * (1 - w) + mz[:, i1] * w
+    m_ref = frc[..., 2]
+    height = frc[..., 3] if frc.shape[-1] == 4 else jnp.zeros_like(m_ref)
+    cop_out = _line_of_action(frc[..., 0], frc[..., 1], m_ref, height, ref) if "cop" in outputs else None
+    # the force at r and its moment about r: the same wrench
+    frc = jnp.stack([frc[..., 0], frc[..., 1]] + [jnp.broadcast_to(ref[:, None, i], m_ref.shape) for i in (0, 1)], -1)
+    mz = m_ref if mz is None else mz + m_ref
     seg_v = kin[:, :, 1:] - kin[:, :, :-1]  # (B, T, 3, 2) thigh, shank, foot
     theta = _atan2(seg_v[..., 1], seg_v[..., 0])
     # unwrap only where a jump of more than pi needs it (rare; a cumulative sum over time)
@@ -788,9 +815,33 @@ def _chunk_pipeline(pts, force, cop, mz, seg, pelvis, resample, gravity, *, rate
     if terms or "force" in outputs:
         out["force"] = frc[..., :2]
     if "cop" in outputs:
-        out["cop"] = frc[..., 2:]
+        out["cop"] = cop_out
     out.update(lengths=lengths, mass=mass, inertia=inertia, com=com)
     return out
+
+
+#: N: below this vertical force the "cop" output of analyze is held (the centre of
+#: pressure of a force that small is ill-defined; read_c3d's threshold, too).
+_COP_FORCE = 20.0
+
+
+def _line_of_action(fx, fy, m_ref, height, ref):
+    """The centre of pressure (B, T, 2) of the filtered force: the point at ``height``
+    on its line of action, (p - ref) x F = m_ref; where Fy <= _COP_FORCE, held at the
+    next such point (the last one at the end; ``ref`` in a trial without one)."""
+    import jax
+    import jax.numpy as jnp
+
+    ok = fy > _COP_FORCE
+    x = ref[:, :1] + (m_ref + (height - ref[:, 1:]) * fx) / jnp.where(ok, fy, 1.0)
+    T = fy.shape[1]
+    i = jnp.arange(T)
+    nxt = jax.lax.cummin(jnp.where(ok, i, T), axis=1, reverse=True)
+    prev = jax.lax.cummax(jnp.where(ok, i, -1), axis=1)
+    j = jnp.where(nxt < T, nxt, jnp.maximum(prev, 0))
+    held = jnp.take_along_axis(jnp.stack([x, height], -1), jnp.broadcast_to(j[..., None], j.shape + (2,)), axis=1)
+    any_ok = jnp.any(ok, axis=1)[:, None, None]
+    return jnp.where(any_ok, held, jnp.broadcast_to(ref[:, None], held.shape))
 
 
 def _outputs(outputs, terms) -> tuple:
@@ -855,9 +906,20 @@ def analyze(
     **Filtering.** ``cutoff=None`` (default) filters nothing: right for noise-free
     data (the bundled simulated running data: the notebook, too, filters nothing and
     takes plain second differences) and for data that are already filtered. A number
-    filters the joint centres *and*, by default (``force_cutoff="same"``), the force,
-    the centre of pressure and the free moment with the same zero-phase Butterworth
-    filter (:func:`jaxmb.signal.lowpass`, ``order``, no cut-off correction).
+    filters the joint centres *and*, by default (``force_cutoff="same"``), the force
+    and its moment with the same zero-phase Butterworth filter
+    (:func:`jaxmb.signal.lowpass`, ``order``, no cut-off correction). The force's
+    moment about a point of the trial, (p - r) x F + free moment, is filtered, not
+    the centre of pressure p: it is linear in the data and zero where the force is,
+    where p is undefined, and a few newtons at the edges of a contact with p
+    decimetres off (as plates measure it) weigh as little as they should. A filtered
+    centre of pressure would carry the force that the filter spreads around the
+    contact to wherever p was held before it: on ``tests/data/Gait.c3d`` an ankle
+    moment of -0.53 N m/kg before heel strike, and early-stance peaks that changed
+    by 0.2 N m/kg with the plates' threshold (20 or 30 N); filtering the moment,
+    they do not change. The ``cop`` output is the point of the filtered force's line
+    of action at the filtered height of the centre of pressure (the input itself
+    where nothing is filtered), held where the vertical force is 20 N or less.
     Filtering the kinematics but not the force (or at different cut-offs) makes the
     inertial terms, computed from smoothed accelerations, miss the impact peak that
     the unfiltered force still holds, and the moments at heel strike get large
@@ -1218,9 +1280,12 @@ class SagittalTrial:
         where the force is zero).
       rate, force_rate: Hz.
       time: (T,) s, the file's time of each frame.
-      stance: (start, stop) frames of the stance phase on the plates (stop exclusive),
-        indices into the (T,) arrays (``time[start]`` is the file's time of its first
-        frame); None when the foot touched no plate.
+      stance: (start, stop) frames of the (first) stance phase on the plates (stop
+        exclusive), indices into the (T,) arrays (``time[start]`` is the file's time
+        of its first frame); None when the foot touched no plate.
+      stances: every stance phase on the plates, ((start, stop), ...), in time order
+        (a foot that steps on two plates in turn has two; on two plates at once,
+        one); ``stance`` is the first.
       plates: 0-based indices of the plates under this foot.
       axes: (3, 3) rows: the lab-frame unit vectors of forward (x), up (y) and the
         right-hand lateral axis (forward x up), in which the data were projected.
@@ -1247,6 +1312,7 @@ class SagittalTrial:
     side: str
     body_weight: float | None
     contacts: tuple = ()
+    stances: tuple = ()
 
     def inputs(self) -> dict:
         """Keyword arguments of :func:`analyze` for this trial."""
@@ -1305,6 +1371,7 @@ _FOOT_EXCURSION = 0.25  # m: a centre of pressure this far from the foot, under 
 _FOOT_STILL = 1.5  # m/s: a foot that bears load is still (the slower of its heel and toe)
 _SUBSTANTIAL = 0.2  # of a contact's peak vertical force: the samples on which the feet are judged
 _INVOLVED = 0.1  # of those samples: a foot standing on the plate for fewer is not on it
+_STANCE_GAP = 0.05  # s: contacts of a foot less far apart are one stance (a swing lasts 0.3 s or more)
 
 
 def _src(x) -> str:
@@ -1370,9 +1437,10 @@ def _held(fcop, wsum, has):
 
 
 def _gap_text(markers, labels, f0, f1) -> str:
-    """"RANK missing at 2.400-2.420 s (frames 240-242)": the markers among ``labels``
-    missing in frames f0..f1 (inclusive; counted from 0, as ``Markers.gaps`` counts
-    them), those with the same gaps together."""
+    """"RANK missing at 2.400-2.420 s (frames 241-243)": the markers among ``labels``
+    missing in frames f0..f1 (inclusive; 0-based indices, as ``Markers.gaps`` gives
+    them), those with the same gaps together; the text counts frames from 1, as the
+    files' Frame# column and motion-capture software do."""
     from .io import _runs
 
     groups = {}
@@ -1384,8 +1452,9 @@ def _gap_text(markers, labels, f0, f1) -> str:
     t = markers.time
     parts = []
     for gaps, labs in list(groups.items())[:4]:
-        when = ", ".join(f"{t[g0]:.3f} s (frame {g0})" if g0 == g1 else f"{t[g0]:.3f}-{t[g1]:.3f} s (frames {g0}-{g1})"
-                         for g0, g1 in gaps[:3])  # fmt: skip
+        # frames counted from 1, as TRC files (Frame#) and motion-capture software count them
+        when = ", ".join(f"{t[g0]:.3f} s (frame {g0 + 1})" if g0 == g1 else
+                         f"{t[g0]:.3f}-{t[g1]:.3f} s (frames {g0 + 1}-{g1 + 1})" for g0, g1 in gaps[:3])  # fmt: skip
         more = f" and {len(gaps) - 3} more gaps" if len(gaps) > 3 else ""
         parts.append(f"{', '.join(labs)} missing at {when}{more}")
     if len(groups) > 4:
@@ -1423,7 +1492,9 @@ def sagittal(markers, plates=None, *, side: str = "right", mapping=None, min_for
       ``tests/data/Gait.c3d`` the stance foot's centre of pressure stays within
       0.063 m of its line, the stance foot moves at 0.55 m/s at most, and the other
       foot comes within 0.15 m of the centre of pressure only while it swings past
-      at 4.4 m/s or more. The stance phase is where this foot's force is on.
+      at 4.4 m/s or more. A stance phase is a run of samples in which this foot's
+      force is on (runs less than 50 ms apart are one); a foot that steps on two
+      plates in turn has two (``stances``).
     - The force and centre of pressure are given at ``time[0] + j / force_rate``: the
       plates' own samples when they fall on that grid, else linearly interpolated
       (a TRC Time column rounded to a few decimals, or plate and marker rates that
@@ -1645,12 +1716,18 @@ def sagittal(markers, plates=None, *, side: str = "right", mapping=None, min_for
         has = np.interp(grid, ft, (wsum > 0).astype(float)) > 0
     force = np.stack([force3 @ forward, force3 @ up], -1)
     cop = np.stack([cop3 @ forward, cop3 @ up], -1)
-    stance = None
-    if has.any():
-        on_k = np.flatnonzero(has)
-        s0 = int(np.ceil(on_k[0] * rate / frate - 1e-9))
-        s1 = int(np.floor(on_k[-1] * rate / frate + 1e-9)) + 1
-        stance = (s0, min(s1, T))
+    # stances: runs of this foot's force on the grid (contacts on two plates at once
+    # are one stance; runs less than _STANCE_GAP apart, a force flickering about
+    # min_force at a contact's edge, too), in frames
+    stances = []
+    for g0, g1 in _runs(has):
+        if stances and (g0 - stances[-1][1]) / frate < _STANCE_GAP:
+            stances[-1][1] = g1
+        else:
+            stances.append([g0, g1])
+    stances = tuple((int(np.ceil(g0 * rate / frate - 1e-9)), min(int(np.floor((g1 - 1) * rate / frate + 1e-9)) + 1, T))
+                    for g0, g1 in stances)  # fmt: skip
+    stance = stances[0] if stances else None
     # body weight: mean total vertical force over the middle 70 % of each contact
     vert_all = np.where(loaded, vert, 0.0).sum(-1)
     mids = []
@@ -1662,7 +1739,8 @@ def sagittal(markers, plates=None, *, side: str = "right", mapping=None, min_for
     weight = float(np.mean(np.concatenate(mids))) if mids else None
     contacts = tuple((k, float(ft[r0]), float(ft[r1 - 1])) for k, r0, r1 in sorted(mine))
     return SagittalTrial(proj["hip"], proj["knee"], proj["ankle"], proj["toe"], force, cop, rate, frate, time,
-                         stance, tuple(sorted({k for k, _, _ in mine})), axes, side, weight, contacts)  # fmt: skip
+                         stance, tuple(sorted({k for k, _, _ in mine})), axes, side, weight, contacts,
+                         stances)  # fmt: skip
 
 
 # -------------------------------------------------------------- comparisons

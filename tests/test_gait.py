@@ -283,6 +283,11 @@ def test_anthropometric_segments_from_body_mass(running):
         (dict(convention="european"), "convention"),
         (dict(rate=-1.0), "rate"),
         (dict(segments={"mass": [1, 1, -1], "inertia": [1, 1, 1], "com": [0.4, 0.4, 0]}), "mass"),
+        # a percentage (43.3 for 0.433) gave moments 1e5 N m off, silently
+        (dict(segments={"mass": [7, 3, 1], "inertia": [0.1, 0.05, 0.01], "com": [43.3, 0.43, 0.5]}),
+         r"com'\] of the thigh .* between 0 and 1, got 43.3 \(a percentage\? 0.433, not 43.3\)"),
+        (dict(segments={"mass": [7, 3, 1], "inertia": [0.1, 0.05, 0.01], "com": [0.43, 0.43, -0.1]}),
+         r"com'\] of the foot .* got -0.1$"),
     ],
 )
 def test_analyze_bad_input(running, change, match):
@@ -388,11 +393,12 @@ def _invdyn2d(prox, dist, com_frac, mass, inertia, rate, f_dist, m_dist, p_force
     return F_p, M_p
 
 
-def _recursion(points, res, force, cop, rate):
-    """Hip, knee, ankle moments (T, 3) by the notebook's recursion, foot first."""
+def _recursion(points, res, force, couple, rate):
+    """Hip, knee, ankle moments (T, 3) by the notebook's recursion, foot first; the
+    ground reaction force at the lab origin with its moment ``couple`` about it."""
     seg = res.segments
     com_frac = seg["com"] / seg["length"]
-    F_d, M_d, p_d = force, np.zeros(len(force)), cop
+    F_d, M_d, p_d = force, couple, np.zeros_like(force)
     moments = [None] * 3
     for j, (p, d) in reversed(list(enumerate((("hip", "knee"), ("knee", "ankle"), ("ankle", "toe"))))):
         F_p, M_p = _invdyn2d(points[p], points[d], com_frac[j], seg["mass"][j], seg["inertia"][j], rate,
@@ -410,7 +416,10 @@ def test_c3d_moments_two_independent_ways(c3d):
     rate = sg.rate
     every = np.arange(len(sg.hip)) * int(round(sg.force_rate / rate))
     force = signal.lowpass(sg.force, sg.force_rate, 6.0)[every]
-    cop = signal.lowpass(sg.cop, sg.force_rate, 6.0)[every]
+    # the force's moment about the lab origin filtered (the pipeline takes it about
+    # another point): the force at the origin with that couple
+    m0 = sg.cop[:, 0] * sg.force[:, 1] - sg.cop[:, 1] * sg.force[:, 0]
+    couple = signal.lowpass(m0, sg.force_rate, 6.0)[every]
     markers = {k: signal.lowpass(getattr(sg, k), rate, 6.0) for k in ("hip", "knee", "ankle", "toe")}
     # (1) the pipeline's rigid segments (mean lengths, measured angles): the two
     # methods differ only by how they discretise: within 0.5 % of each joint's peak
@@ -420,7 +429,7 @@ def test_c3d_moments_two_independent_ways(c3d):
     for j, (p, d) in enumerate((("hip", "knee"), ("knee", "ankle"), ("ankle", "toe"))):
         rigid[d] = rigid[p] + L[j] * u[:, j]
     s = slice(*sg.stance)
-    ref = _recursion(rigid, res, force, cop, rate)
+    ref = _recursion(rigid, res, force, couple, rate)
     for j in range(3):
         peak = np.abs(ref[s, j]).max()
         assert np.abs(res.moments[s, j] - ref[s, j]).max() < 0.005 * peak, gait.JOINTS[j]
@@ -431,10 +440,59 @@ def test_c3d_moments_two_independent_ways(c3d):
     lengths = [np.ptp(np.linalg.norm(markers[d][s] - markers[p][s], axis=1))
                for p, d in (("hip", "knee"), ("knee", "ankle"), ("ankle", "toe"))]  # fmt: skip
     assert max(lengths) > 0.005
-    ref = _recursion(markers, res, force, cop, rate)
+    ref = _recursion(markers, res, force, couple, rate)
     for j in range(3):
         peak = np.abs(ref[s, j]).max()
         assert np.abs(res.moments[s, j] - ref[s, j]).max() < 0.08 * peak, gait.JOINTS[j]
+
+
+def test_c3d_heel_strike_does_not_depend_on_the_plates_threshold(c3d):
+    # The first loaded sample of the right heel strike (21 N) has its centre of
+    # pressure 0.3 m behind the heel (plates measure it poorly under small forces).
+    # The pipeline filters the force's moment, not the centre of pressure: filtering
+    # the centre of pressure (held at that sample before the contact) gave an ankle
+    # moment of -0.53 N m/kg before heel strike, and early-stance peaks that moved by
+    # 0.2 N m/kg when read_c3d's threshold went from 20 to 30 N (hip extensor 0.07 ->
+    # 0.26, ankle dorsiflexor -0.65 -> -0.42). Measured now: 0.46 and -0.30 for both.
+    from jaxmb import io
+
+    _, sg, res = c3d
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        sg30 = gait.sagittal(io.read_c3d(HERE / "data" / "Gait.c3d", min_force=30.0), side="right")
+    res30 = gait.analyze(**sg30.inputs(), body_mass=sg.body_weight / 9.81, cutoff=6.0, gravity=9.81)
+    first = np.flatnonzero(sg.force[:, 1])[0]
+    assert sg.force[first, 1] < 30 and sg.cop[first, 0] < sg.cop[first + 3, 0] - 0.2  # the poor sample
+    peaks = []
+    for s_, r_ in ((sg, res), (sg30, res30)):
+        m = r_.to_convention("clinical").moments_per_kg
+        assert np.abs(m[: s_.stance[0] - 2, 2]).max() < 0.15  # before the foot is on the plate
+        early = m[s_.stance[0] : s_.stance[0] + (s_.stance[1] - s_.stance[0]) // 5]
+        peaks.append([early[:, 0].max(), early[:, 2].min()])
+    assert np.allclose(peaks[0], peaks[1], atol=0.01), peaks
+    assert 0.3 < peaks[0][0] < 0.7 and -0.4 < peaks[0][1] < -0.2, peaks  # Winter's normal walking: about 0.5, -0.3
+
+
+def test_cop_output_is_the_filtered_forces_line_of_action(c3d):
+    # Unfiltered: the input centre of pressure where the vertical force exceeds 20 N,
+    # held at the next such sample elsewhere. Filtered: the force at the output point
+    # has the moment about the ankle that the pipeline applied (the foot's balance:
+    # the ankle moment minus the foot's own terms is that moment).
+    _, sg, res = c3d
+    raw = gait.analyze(**sg.inputs(), body_mass=sg.body_weight / 9.81, outputs=("cop", "force"))
+    every = np.arange(len(sg.hip)) * int(round(sg.force_rate / sg.rate))
+    fy, cop = sg.force[every, 1], sg.cop[every]
+    on = fy > gait._COP_FORCE
+    np.testing.assert_allclose(raw.cop[on], cop[on], atol=1e-12)
+    nxt = np.flatnonzero(on)[np.minimum(np.searchsorted(np.flatnonzero(on), np.flatnonzero(~on)), on.sum() - 1)]
+    np.testing.assert_allclose(raw.cop[~on], cop[nxt], atol=1e-12)
+    m0 = sg.cop[:, 0] * sg.force[:, 1] - sg.cop[:, 1] * sg.force[:, 0]
+    couple = signal.lowpass(m0, sg.force_rate, 6.0)[every]  # the filtered moment about the origin
+    f = res.force
+    on = f[:, 1] > gait._COP_FORCE
+    got = res.cop[:, 0] * f[:, 1] - res.cop[:, 1] * f[:, 0]
+    np.testing.assert_allclose(got[on], couple[on], atol=1e-9 * np.abs(couple).max())
+    assert np.ptp(res.cop[on, 1]) < 0.01  # the plates' surface
 
 
 def test_sagittal_errors(c3d):
@@ -555,11 +613,11 @@ def test_sagittal_rejects_a_marker_gap_in_the_stance(lab):
     # a gap of three frames in mid-stance: before, the stance was cut at the gap
     gappy = _with_marker_gap(markers, "RANK", [240, 241, 242])
     with pytest.raises(ValueError, match=r"right foot stands on plate 2 \(walk\.forces\) between 2\.084 and 2\.654 s.*"
-                                         r"RANK missing at 2\.400-2\.420 s \(frames 240-242\).*fill the gaps"):  # fmt: skip
+                                         r"RANK missing at 2\.400-2\.420 s \(frames 241-243\).*fill the gaps"):  # fmt: skip
         gait.sagittal(gappy, plates)
     # two one-frame dropouts around the stance: before, "touches no force plate"
     two = _with_marker_gap(markers, "RANK", [205, 270])
-    with pytest.raises(ValueError, match=r"RANK missing at 2\.050 s \(frame 205\)"):
+    with pytest.raises(ValueError, match=r"RANK missing at 2\.050 s \(frame 206\)"):
         gait.sagittal(two, plates)
     # a gap in the other foot's stance does not concern this foot
     assert gait.sagittal(_with_marker_gap(markers, "LANK", [300]), plates).stance == gait.sagittal(markers, plates).stance
