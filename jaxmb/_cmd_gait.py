@@ -45,6 +45,10 @@ def add_command(sub) -> None:
     src.add_argument("--trc", metavar="FILE", help="markers in a TRC file (with --forces)")
     p.add_argument("--forces", metavar="FILE", help="Motion Analysis .forces file for --trc")
     p.add_argument("--side", choices=("right", "left"), default="right", help="the leg to analyse (default right)")
+    p.add_argument("--marker", action="append", default=[], metavar="JOINT=LABEL[,LABEL...]",
+                   help="markers of a joint centre (hip, knee, ankle, toe or heel; the mean of the labels; {S} "
+                        "stands for R or L), for labels other than Plug-in-Gait's, e.g. --marker knee={S}LKNE,{S}MKNE "
+                        "(repeatable; default: jaxmb.gait.DEFAULT_MAPPING)")  # fmt: skip
     p.add_argument("--body-mass", type=float, default=None, metavar="KG",
                    help="body mass, kg, of every trial (default: the bundled data's segments; for lab files, "
                         "estimated from each trial's force plates)")  # fmt: skip
@@ -82,7 +86,7 @@ def _cutoff(text, default):
 
 
 def _load(args, progress):
-    """A list of trials (inputs of analyze, truth or None, stance slice or None,
+    """A list of trials (inputs of analyze, truth or None, stance slices or None,
     description, name, the file's time of each frame or None): one for the bundled
     data or a TRC file, one per C3D file."""
     from . import gait
@@ -119,6 +123,27 @@ def _load(args, progress):
     return [_load_one(args)]
 
 
+def _mapping(items):
+    """--marker JOINT=LABEL[,LABEL...] options as sagittal's mapping (None without)."""
+    from .gait import DEFAULT_MAPPING
+
+    if not items:
+        return None
+    out = {}
+    for item in items:
+        key, eq, labels = item.partition("=")
+        key = key.strip()
+        labs = tuple(lab.strip() for lab in labels.split(","))
+        if not eq or not all(labs):
+            raise InputError(f"--marker {item!r}: write JOINT=LABEL[,LABEL...], e.g. knee={{S}}KNE,{{S}}MKNE")
+        if key not in DEFAULT_MAPPING:
+            raise InputError(f"--marker {item!r}: unknown joint {key!r}; known: {', '.join(DEFAULT_MAPPING)}")
+        if key in out:
+            raise InputError(f"--marker {key}= is given twice")
+        out[key] = labs
+    return out
+
+
 def _message(e: BaseException) -> str:
     """The text of a reader's or sagittal's error, for one line: an OSError as
     "file: reason", a KeyError without the quotes that str() adds."""
@@ -135,27 +160,34 @@ def _load_one(args, path=None):
 
     from . import gait, io
 
+    mapping = _mapping(args.marker)
     try:
         # the readers' warnings (renamed duplicate labels, a Latin-1 file) as notes of
         # the command, not Python's warning lines with a source path
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always")
             if path is not None:
-                sg = gait.sagittal(io.read_c3d(path, warn_gaps=False), side=args.side)
+                sg = gait.sagittal(io.read_c3d(path, warn_gaps=False), side=args.side, mapping=mapping)
                 name = path
             else:
                 sg = gait.sagittal(io.read_trc(args.trc, warn_gaps=False), io.read_forces(args.forces),
-                                   side=args.side)  # fmt: skip
+                                   side=args.side, mapping=mapping)  # fmt: skip
                 name = f"{args.trc} + {args.forces}"
     except ImportError as e:
         raise InputError(str(e)) from None
     except (OSError, ValueError, KeyError) as e:
-        raise InputError(_message(e)) from None
+        raise InputError(_message(e).replace("(override with mapping=)", "(name the markers with --marker "
+                                             "JOINT=LABEL[,LABEL...])")) from None  # fmt: skip
     for w in caught:
         print(f"jaxmb gait: note: {w.message}", file=sys.stderr)
     if sg.stance is None:
         raise InputError(f"the {args.side} foot touches no force plate in {name}")
     body_mass = args.body_mass
+    if body_mass is not None and sg.body_weight is not None:
+        est = sg.body_weight / 9.81
+        if abs(body_mass / est - 1) > 0.25:
+            print(f"jaxmb gait: note: --body-mass {body_mass:g} kg is {body_mass / est:.2g} times the plates' "
+                  f"estimate, {est:.1f} kg, in {name}: the per-kg results use --body-mass", file=sys.stderr)  # fmt: skip
     if body_mass is None:
         if sg.body_weight is None:
             raise InputError("give --body-mass (kg): no force plate to estimate it from")
@@ -164,7 +196,8 @@ def _load_one(args, path=None):
     kw.update(body_mass=body_mass, cutoff=_cutoff(args.cutoff, 6.0))
     est = "" if args.body_mass is not None else " (estimated from the plates)"
     desc = f"{name}, {args.side} leg, body mass {body_mass:.1f} kg{est}"
-    return kw, None, slice(*sg.stance), desc, os.path.splitext(os.path.basename(path or args.trc))[0], sg.time
+    stances = [slice(*st) for st in (sg.stances or (sg.stance,))]
+    return kw, None, stances, desc, os.path.splitext(os.path.basename(path or args.trc))[0], sg.time
 
 
 _PER_TRIAL = ("hip", "knee", "ankle", "toe", "force", "cop")
@@ -234,28 +267,32 @@ def _peaks(res, stance):
             for k, j in enumerate(JOINTS)}  # fmt: skip
 
 
-def _trials_table(names, results, stances):
-    """(CSV text, printed lines) of every trial's stance peaks."""
+def _trials_table(names, files, results, stances):
+    """(CSV text, printed lines) of every trial's stance peaks, a row per stance."""
     from .gait import JOINTS
 
-    cols = ["trial", "frames", "stance_s", "body_mass_kg", "cutoff_hz"] + [
+    cols = ["trial", "path", "stance", "start_s", "frames", "stance_s", "body_mass_kg", "cutoff_hz"] + [
         f"{j}_{q}" for j in JOINTS for q in ("moment_max_nm_per_kg", "moment_min_nm_per_kg", "power_max_w_per_kg")]
     text = StringIO()
     table = csv.writer(text, lineterminator="\n")  # quotes a file name with a comma
     table.writerow(cols)
     lines = []
-    lines.append(f"{'trial':24s}{'stance s':>9s}{'mass kg':>8s}" + "".join(f"{j + ' +/- N m/kg':>22s}" for j in JOINTS))
-    for name, res, st in zip(names, results, stances):
-        pk = _peaks(res, st)
+    lines.append(f"{'trial':24s}{'stance':>7s}{'start s':>9s}{'stance s':>9s}{'mass kg':>8s}"
+                 + "".join(f"{j + ' +/- N m/kg':>22s}" for j in JOINTS))  # fmt: skip
+    for name, path, res, sts in zip(names, files, results, stances):
         cut = "" if res.cutoff is None else f"{float(res.cutoff):.6g}"
-        # contact time: stance frames x the sample interval. Contact begins between the
-        # frame before st.start and st.start and ends between st.stop - 1 and st.stop, so
-        # this is unbiased; the last-minus-first frame time is one interval short on average
-        dur = (st.stop - st.start) / res.rate
-        vals = [f"{pk[j][i]:.6g}" for j in JOINTS for i in (0, 2, 4)]
-        table.writerow([name, str(res.frames), f"{dur:.6g}", f"{res.body_mass:.6g}", cut] + vals)
-        lines.append(f"{name[:23]:24s}{dur:9.2f}{res.body_mass:8.1f}"
-                     + "".join(f"{pk[j][0]:13.2f} {pk[j][2]:8.2f}" for j in JOINTS))  # fmt: skip
+        for i, st in enumerate(sts):
+            pk = _peaks(res, st)
+            # contact time: stance frames x the sample interval. Contact begins between the
+            # frame before st.start and st.start and ends between st.stop - 1 and st.stop, so
+            # this is unbiased; the last-minus-first frame time is one interval short on average
+            dur = (st.stop - st.start) / res.rate
+            t0 = float(res.time[st.start])
+            vals = [f"{pk[j][k]:.6g}" for j in JOINTS for k in (0, 2, 4)]
+            table.writerow([name, path, str(i + 1), f"{t0:.6g}", str(res.frames), f"{dur:.6g}", f"{res.body_mass:.6g}",
+                            cut] + vals)  # fmt: skip
+            lines.append(f"{name[:23]:24s}{i + 1:7d}{t0:9.3f}{dur:9.2f}{res.body_mass:8.1f}"
+                         + "".join(f"{pk[j][0]:13.2f} {pk[j][2]:8.2f}" for j in JOINTS))  # fmt: skip
     return text.getvalue(), lines
 
 
@@ -290,13 +327,12 @@ def _tables(res):
     return out
 
 
-def _stance_figure(res, stance, title):
+def _stance_figure(res, stances, title):
+    """Angles, moments and powers over each stance (a line each), against % of stance."""
     from matplotlib.figure import Figure
 
     from .gait import JOINTS
 
-    idx = np.arange(len(res.time))[stance]
-    pct = 100 * (idx - idx[0]) / max(len(idx) - 1, 1)
     fig = Figure(figsize=(11, 7), layout="constrained")
     axs = fig.subplots(3, 3, sharex=True)
     per_kg = res.body_mass is not None
@@ -307,7 +343,9 @@ def _stance_figure(res, stance, title):
     for i, (label, arr) in enumerate(rows):
         for j, joint in enumerate(JOINTS):
             ax = axs[i, j]
-            ax.plot(pct, arr[stance, j])
+            for st in stances:
+                pct = 100 * np.arange(st.stop - st.start) / max(st.stop - st.start - 1, 1)
+                ax.plot(pct, arr[st, j], label=f"stance at {res.time[st.start]:.2f} s")
             ax.axhline(0, color="0.6", lw=0.5)
             if i == 0:
                 ax.set_title(joint)
@@ -315,11 +353,13 @@ def _stance_figure(res, stance, title):
                 ax.set_ylabel(label)
             if i == 2:
                 ax.set_xlabel("stance (%)")
+    if len(stances) > 1:
+        axs[0, 0].legend(fontsize="small")
     fig.suptitle(f"{title} ({res.convention} convention)")
     return fig
 
 
-def _summary(res, truth, stance, desc):
+def _summary(res, truth, stances, desc):
     from . import gait
 
     lines = [f"jaxmb gait: {desc}", f"{len(res.time)} frames at {res.rate:g} Hz, cut-off: "
@@ -331,27 +371,31 @@ def _summary(res, truth, stance, desc):
             lines.append(f"{joint:8s}{err['moments'][j]:14.3f} N m{err['moments_rms'][j]:8.1f} N m"
                          f"{err['forces'][j]:15.3f} N{err['forces_rms'][j]:9.1f} N")  # fmt: skip
         return lines, err
-    n = stance.stop - stance.start
     t = res.time  # the file's time of each frame
-    lines.append(f"stance: {t[stance.start]:.3f}-{t[stance.stop - 1]:.3f} s of the file ({n} frames, "
-                 f"{n / res.rate:.2f} s); clinical signs (extensor, plantarflexor moments positive), per kg of "
-                 "body mass")  # fmt: skip
-    lines.append(f"{'joint':8s}{'peak + N m/kg':>15s}{'at %':>6s}{'peak - N m/kg':>15s}{'at %':>6s}{'peak power W/kg':>17s}")
-    for joint, (hi, at_hi, lo, at_lo, power) in _peaks(res, stance).items():
-        lines.append(f"{joint:8s}{hi:15.2f}{at_hi:6.0f}{lo:15.2f}{at_lo:6.0f}{power:17.2f}")
+    for i, stance in enumerate(stances):
+        n = stance.stop - stance.start
+        which = f"stance {i + 1} of {len(stances)}" if len(stances) > 1 else "stance"
+        lines.append(f"{which}: {t[stance.start]:.3f}-{t[stance.stop - 1]:.3f} s of the file ({n} frames, "
+                     f"{n / res.rate:.2f} s); clinical signs (extensor, plantarflexor moments positive), per kg of "
+                     "body mass")  # fmt: skip
+        lines.append(f"{'joint':8s}{'peak + N m/kg':>15s}{'at %':>6s}{'peak - N m/kg':>15s}{'at %':>6s}"
+                     f"{'peak power W/kg':>17s}")  # fmt: skip
+        for joint, (hi, at_hi, lo, at_lo, power) in _peaks(res, stance).items():
+            lines.append(f"{joint:8s}{hi:15.2f}{at_hi:6.0f}{lo:15.2f}{at_lo:6.0f}{power:17.2f}")
     return lines, None
 
 
-def _trial_outputs(res, truth, stance, desc, args):
+def _trial_outputs(res, truth, stances, desc, args):
     """(summary lines, {file name: CSV text or PNG bytes}) of one trial: each figure
     is rendered when made, so that a batch of many trials holds PNG bytes, not
     figures."""
     from . import gait
     from .io import _png
 
-    lines, _ = _summary(res, truth, stance, desc)
+    lines, _ = _summary(res, truth, stances, desc)
     where = np.zeros(len(res.time), bool)
-    where[stance] = True  # "over stance": the stance the caller knows
+    for st in stances:
+        where[st] = True  # "over stance": the stances the caller knows
     effects = gait.term_effects(res, None if truth is None else truth[0],
                                 None if truth is None else truth[1], where=where)  # fmt: skip
     lines.append("quasi-static estimate (inertial terms dropped), RMS change of the moments over stance: "
@@ -363,15 +407,25 @@ def _trial_outputs(res, truth, stance, desc, args):
         if truth is not None:
             files["moments.png"] = _png(gait.moments_figure(out_res, truth[0], truth[1], title=desc))
         else:
-            files["stance.png"] = _png(_stance_figure(out_res, stance, desc))
+            files["stance.png"] = _png(_stance_figure(out_res, stances, desc))
         shown = effects if args.convention == "jaxmb" else gait.term_effects(out_res, where=where)
         files["quasi_static.png"] = _png(gait.term_effects_figure(out_res, None if truth is None else truth[0], shown))
     return lines, files
 
 
+#: every file name that ``jaxmb gait`` writes into a folder: those of an earlier run
+#: that this run does not write are removed (a figure or a per-kg table of another
+#: trial must not sit beside this run's results)
+_OUTPUT_NAMES = ("angles.csv", "velocities.csv", "moments.csv", "powers.csv", "reactions.csv",
+                 "reactions_segment.csv", "ground_reaction.csv", "moments_per_kg.csv", "summary.txt",
+                 "moments.png", "stance.png", "quasi_static.png", "trials.csv")  # fmt: skip
+
+
 def _write(outputs, out):
     """Write {folder: {file name: text or bytes}} as one set (the folders made first;
-    those made here are removed again when the writing fails)."""
+    those made here are removed again when the writing fails), then remove the files
+    of :data:`_OUTPUT_NAMES` that an earlier run left in those folders and this one
+    did not write. Returns (files written, paths removed)."""
     from .io import _write_files
 
     made = []
@@ -401,7 +455,17 @@ def _write(outputs, out):
             except OSError:
                 pass
         raise
-    return sum(len(files) for files in outputs.values())
+    removed = []
+    for folder, files in outputs.items():
+        for name in _OUTPUT_NAMES:
+            path = os.path.join(folder, name)
+            if name not in files and os.path.isfile(path):
+                try:
+                    os.remove(path)
+                    removed.append(path)
+                except OSError as e:
+                    print(f"jaxmb gait: warning: cannot remove {path} of an earlier run: {_message(e)}", file=sys.stderr)
+    return sum(len(files) for files in outputs.values()), removed
 
 
 def run(args) -> int:
@@ -429,7 +493,7 @@ def run(args) -> int:
                 res = results[i] = dataclasses.replace(res, time=np.asarray(time, float))
             if stance is None:  # the running data: stance where the vertical force is on
                 on = np.flatnonzero(res.force[:, 1] != 0)
-                stance = slice(int(on[0]), int(on[-1]) + 1)
+                stance = [slice(int(on[0]), int(on[-1]) + 1)]
             stances.append(stance)
             trial_lines, files = _trial_outputs(res, truth, stance, desc, args)
             folder = args.out if n_files == 1 else os.path.join(args.out, name)
@@ -437,15 +501,18 @@ def run(args) -> int:
             lines += trial_lines if n_files == 1 else []
             progress.update()
         if n_files > 1:
-            table, lines = _trials_table(names, results, stances)
+            table, lines = _trials_table(names, args.c3d, results, stances)
             lines = [f"jaxmb gait: {n_files} trials, {args.side} leg, clinical signs (extensor, plantarflexor "
-                     "moments positive), peaks over stance"] + lines  # fmt: skip
+                     "moments positive), peaks over each stance on the plates"] + lines  # fmt: skip
             outputs[args.out] = {"trials.csv": table, "summary.txt": "\n".join(lines) + "\n"}
         progress.set_description("writing")
-        written = _write(outputs, args.out)
+        written, removed = _write(outputs, args.out)
         progress.update()
     print("\n".join(lines))
     print(f"wrote {written} files to {args.out}")
+    if removed:
+        shown = ", ".join(os.path.relpath(p, args.out) for p in removed[:6]) + (", ..." if len(removed) > 6 else "")
+        print(f"removed {len(removed)} files of an earlier run that this one does not write: {shown}")
     return 0
 
 

@@ -71,7 +71,7 @@ def _halved(kw, stance, time):
     for k in ("hip", "knee", "ankle", "toe", "force", "cop"):
         kw[k] = kw[k][::2]
     kw["rate"], kw["force_rate"] = kw["rate"] / 2, kw["force_rate"] / 2
-    return kw, slice(stance.start // 2, stance.stop // 2), time[::2]
+    return kw, [slice(st.start // 2, st.stop // 2) for st in stance], time[::2]
 
 
 def test_gait_several_c3d_files_in_one_batch(tmp_path, capsys, monkeypatch):
@@ -107,12 +107,14 @@ def test_gait_several_c3d_files_in_one_batch(tmp_path, capsys, monkeypatch):
     with open(many / "trials.csv") as f:
         header = f.readline().strip().split(",")
     table = np.genfromtxt(many / "trials.csv", delimiter=",", names=True, dtype=None, encoding=None)
-    assert header[:5] == ["trial", "frames", "stance_s", "body_mass_kg", "cutoff_hz"] and len(table) == 3
+    assert header[:8] == ["trial", "path", "stance", "start_s", "frames", "stance_s", "body_mass_kg", "cutoff_hz"]
+    assert len(table) == 3 and list(table["stance"]) == [1, 1, 1]
     assert list(table["trial"]) == ["a", "b", "a-2"] and list(table["frames"]) == [n_a, n_b, n_a]
+    assert list(table["path"]) == [str(a), str(b), str(a)]
     # the peaks are the single trial's over its stance (the README's figures)
     ankle = table["ankle_moment_max_nm_per_kg"]
     assert ankle[0] == ankle[2] and 1.3 < ankle[0] < 1.9 and abs(ankle[1] - ankle[0]) < 0.2
-    assert re.search(r"^a-2\s+0\.\d\d\s+\d+\.\d", printed, re.M)
+    assert re.search(r"^a-2\s+1\s+2\.090\s+0\.\d\d\s+\d+\.\d", printed, re.M)
     # folder names stay unique, also without case, when a file is itself called like a renamed repeat
     assert _cmd_gait._unique_names(["a", "a-2", "a", "A"]) == ["a", "a-2", "a-3", "A-4"]
 
@@ -145,7 +147,7 @@ def test_several_trials_of_unequal_length_equal_single_analyses():
     import argparse
 
     args = argparse.Namespace(c3d=[str(HERE / "data" / "Gait.c3d")], trc=None, forces=None, side="right",
-                              body_mass=None, cutoff=None)  # fmt: skip
+                              body_mass=None, cutoff=None, marker=[])  # fmt: skip
     kw, truth, stance, desc, name, time = _cmd_gait._load_one(args, args.c3d[0])
     short = dict(kw)
     n = len(kw["hip"]) - 15
@@ -276,3 +278,63 @@ def test_help_is_plain_text(command, capsys):
     out = capsys.readouterr().out
     assert f"jaxmb {command}" in out
     assert "``" not in out and ":func:" not in out
+
+
+def _two_strides(tmp_path):
+    """Gait.c3d's complete frames twice, the copy displaced by the distance walked:
+    the right foot steps on plate 2, then on its copy (plate 4), as on a walkway."""
+    import warnings
+
+    from jaxmb import io
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        t = io.read_c3d(HERE / "data" / "Gait.c3d", warn_gaps=False)
+    m, f = t.markers, t.forces
+    a, b = 133, 327  # the complete frames, 1.33-3.26 s
+    T = b - a
+    sac = m.get("VSAC")[a:b]
+    shift = (sac[-1] - sac[0]) * T / (T - 1)
+    shift[2] = 0.0
+    mk = io.Markers(rate=100.0, time=np.arange(2 * T) / 100.0, labels=m.labels,
+                    xyz=np.concatenate([m.xyz[a:b], m.xyz[a:b] + shift]))  # fmt: skip
+    F, C, Mz = f.force[a * 10 : b * 10], f.cop[a * 10 : b * 10], f.free_moment[a * 10 : b * 10]
+    zero, nan = np.zeros_like(F), np.full_like(C, np.nan)
+    fp = io.ForcePlates(rate=1000.0, time=np.arange(2 * len(F)) / 1000.0,
+                        force=np.concatenate([np.concatenate([F, zero], 1), np.concatenate([zero, F], 1)]),
+                        cop=np.concatenate([np.concatenate([C, nan], 1), np.concatenate([nan, C + shift], 1)]),
+                        free_moment=np.concatenate([np.concatenate([Mz, Mz * np.nan], 1),
+                                                    np.concatenate([Mz * np.nan, Mz], 1)]))  # fmt: skip
+    io.write_trc(tmp_path / "two.trc", mk)
+    io.write_forces(tmp_path / "two.forces", fp)
+    return ["--trc", str(tmp_path / "two.trc"), "--forces", str(tmp_path / "two.forces")]
+
+
+def test_gait_two_stances_a_stale_folder_markers_and_body_mass(tmp_path, capsys):
+    # One foot on two plates in turn: two stances, each with its own peaks (not one
+    # "stance" over both and the swing between). A second run into the same folder
+    # removes the files of the first that it does not write. --marker names other
+    # labels; a body mass far from the plates' estimate is noted.
+    pytest.importorskip("ezc3d")
+    files = _two_strides(tmp_path)
+    out = tmp_path / "out"
+    assert cli.main(["gait", *files, "--convention", "clinical", "--out", str(out)]) == 0
+    printed = capsys.readouterr().out
+    assert "stance 1 of 2: 0.760-1.320 s of the file" in printed, printed
+    assert "stance 2 of 2: 2.700-3.260 s of the file" in printed, printed
+    peaks = re.findall(r"^ankle\s+([\d.]+)\s+(\d+)", printed, re.M)
+    assert len(peaks) == 2 and peaks[0] == peaks[1] and 1.3 < float(peaks[0][0]) < 1.9, peaks  # the same stride
+    assert {"stance.png", "quasi_static.png"} <= {p.name for p in out.iterdir()}
+    assert cli.main(["gait", *files, "--no-figures", "--marker", "toe={S}TOE", "--body-mass", "6.12",
+                     "--out", str(out)]) == 0  # fmt: skip
+    captured = capsys.readouterr()
+    assert "removed 2 files of an earlier run that this one does not write: stance.png, quasi_static.png" \
+        in captured.out  # fmt: skip
+    assert not any(p.suffix == ".png" for p in out.iterdir())
+    assert "--body-mass 6.12 kg is 0.1 times the plates' estimate, 61.2 kg" in captured.err, captured.err
+    for marker, match in (("toe=RTOEX", "RTOEX.*name the markers with --marker JOINT=LABEL"),
+                          ("foot=RTOE", "unknown joint 'foot'"), ("toe", "write JOINT=LABEL")):  # fmt: skip
+        assert cli.main(["gait", *files, "--marker", marker, "--out", str(tmp_path / "bad")]) == 2
+        err = capsys.readouterr().err.strip().splitlines()
+        assert re.search(match, err[-1]) and err[-1].startswith("jaxmb gait: error:"), err
+    assert not (tmp_path / "bad").exists()
