@@ -1781,10 +1781,19 @@ def run(spec: Spec, model: Model, q, qd=None, x3=None, loads=None):
     try:
         return _jitted(spec, model, q, qd, x3, loads)
     except TypeError as e:
-        if spec.gradient != "adjoint" or "forward-mode autodiff" not in str(e):
+        hint = forward_mode_hint(e, spec.gradient)
+        if hint is None:
             raise
-        raise TypeError(
-            f"{str(e).splitlines()[0]} jaxmb: gradient='adjoint' (the default) is a reverse-mode rule; for forward "
-            "mode applied first (jax.jvp, jax.jacfwd, jax.linearize) pass gradient='autodiff' to the jaxmb function "
-            "(jax.grad, jax.hessian and jax.jacfwd(jax.grad(f)) work with either)"
-        ) from e
+        raise hint from e
+
+
+def forward_mode_hint(e: TypeError, gradient: str):
+    """JAX's TypeError for forward mode through the default reverse-mode rule, with
+    the remedy appended (None for any other error)."""
+    if gradient != "adjoint" or "forward-mode autodiff" not in str(e):
+        return None
+    return TypeError(
+        f"{str(e).splitlines()[0]} jaxmb: gradient='adjoint' (the default) is a reverse-mode rule; for forward "
+        "mode applied first (jax.jvp, jax.jacfwd, jax.linearize) pass gradient='autodiff' to the jaxmb function "
+        "(jax.grad, jax.hessian and jax.jacfwd(jax.grad(f)) work with either)"
+    )

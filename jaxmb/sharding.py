@@ -84,6 +84,15 @@ def _is_batch_option(value) -> bool:
     return any(isinstance(x, (jax.Array, np.ndarray)) and np.ndim(x) > 0 for x in jax.tree_util.tree_leaves(value))
 
 
+def _numbers(value) -> bool:
+    """A (nested) list or tuple of Python numbers: an array written as a list."""
+    if not isinstance(value, (list, tuple)) or not value:
+        return False
+    leaves = jax.tree_util.tree_leaves(value)
+    return bool(leaves) and all(isinstance(x, (int, float, complex, np.number)) and not isinstance(x, bool)
+                                for x in leaves)  # fmt: skip
+
+
 def _labels(fn, nargs: int) -> list:
     """Names of the first ``nargs`` positional parameters of ``fn`` (for messages)."""
     try:
@@ -125,13 +134,18 @@ def sharded(fn: Callable, mesh: Mesh | None = None, *, batch_axis: int = 0, vali
     ``loads=L`` with ``L`` of shape (B, segments, 3) pairs each sample with its own
     loads, as in the unsharded call. All batches must have the same batch size.
     Other keyword arguments (strings, numbers, lists, None, ...) are passed to ``fn``
-    unchanged, as static options (e.g. ``frame="segment"``, ``joints=[0, 2]``).
+    unchanged, as static options (e.g. ``frame="segment"``, ``joints=[0, 2]``); a
+    keyword argument that is a nested list of numbers is refused (an array written
+    as a list, or an option? give an array). A positional list of numbers is an
+    array, as in the core functions.
     Arrays shared by all samples (one constant load, say) are not batches: put them
     in a closure or :func:`functools.partial`. ``fn`` must treat samples
     independently (inverse dynamics, reactions, forward dynamics, a per-sample
     pipeline): each device runs it on its own block; reduce over the batch
     afterwards (``jnp.mean`` of the sharded result runs where the data lie). Every
-    output leaf must carry the batch on ``batch_axis`` too.
+    output leaf must carry the batch on ``batch_axis`` too: one that does not (a
+    reduced value, :func:`jaxmb.simulate`'s ``q`` of shape (steps + 1, B, dof)) raises
+    a ValueError, not a wrong result.
 
     Inputs are checked before anything is dispatched, so that errors are those of
     the unsharded call: ``fn`` is traced once (per set of shapes) on the whole
@@ -170,7 +184,9 @@ def sharded(fn: Callable, mesh: Mesh | None = None, *, batch_axis: int = 0, vali
     Raises:
       ValueError: (from the wrapped function) for batches of different sizes, a
         batch with a 0-d array, no batch at all, non-finite input (with
-        ``validate``), and whatever ``fn`` raises for the whole batch's shapes.
+        ``validate``), an output without the batch on ``batch_axis``, a keyword
+        argument that is a nested list, and whatever ``fn`` raises for the whole
+        batch's shapes.
     """
     if mesh is not None and len(mesh.axis_names) != 1:
         raise ValueError(f"mesh must be one-dimensional (one axis for the batch), got axes {mesh.axis_names}")
@@ -183,6 +199,14 @@ def sharded(fn: Callable, mesh: Mesh | None = None, *, batch_axis: int = 0, vali
         m = batch_mesh() if mesh is None else mesh
         name = m.axis_names[0]
         ndev = m.devices.size
+        # a positional batch written as a list of numbers is an array, as for the
+        # core functions (not a pytree of scalars, each its own "batch")
+        args = tuple(np.asarray(a) if _numbers(a) else a for a in args)
+        for k, v in kwargs.items():
+            if _numbers(v) and np.ndim(v) > 1:
+                raise ValueError(f"sharded: {k}= is a nested list: give an array to split it over the batch "
+                                 "(a keyword list is otherwise a static option, passed whole to every device; "
+                                 "values shared by all samples belong in a closure or functools.partial)")  # fmt: skip
         # array-valued keyword arguments join the positional ones (after them)
         kw_names = tuple(k for k, v in kwargs.items() if _is_batch_option(v))
         options = {k: v for k, v in kwargs.items() if k not in kw_names}
@@ -242,6 +266,14 @@ def _build(call, mesh, name, ndev, batched, B, batch_axis, args):
     # traced on the whole batch first: the function's own shape checks then quote the
     # shapes the caller gave (a device's block has the same number of dimensions)
     out_shapes = jax.eval_shape(call, *args)
+    for path, o in jax.tree_util.tree_flatten_with_path(out_shapes)[0]:
+        if o.ndim == 0 or o.shape[batch_axis] != B:
+            where = jax.tree_util.keystr(path) or "the output"
+            raise ValueError(f"sharded: {where} has shape {tuple(o.shape)} for a batch of {B}: every output must "
+                             f"carry the batch on axis {batch_axis} (each device computes its block of it). "
+                             "Reduce over the batch after the sharded call, and move another batch axis to "
+                             f"{batch_axis} inside the function (simulate's q is (steps + 1, B, dof): "
+                             "jnp.moveaxis(result.q, 1, 0))")  # fmt: skip
     out_specs = jax.tree_util.tree_map(lambda o: _spec(o.ndim, batch_axis, name), out_shapes)
     mapped = _shard_map(call, mesh=mesh, in_specs=in_specs, out_specs=out_specs, **_NO_CHECK)
 

@@ -143,9 +143,14 @@ def simulate(
             return "steps", x
         core_s = ", ".join(map(str, core))
         const = "a constant" if any_constant else f"a constant (..., {core_s})"
+        hint = ""
+        if lead and x.ndim == len(core) + 1 and x.shape[1:] == core:  # one profile for a batch of states
+            hint = (f"; one profile over {x.shape[0]} steps for every state of the batch is "
+                    f"{name}[:, {', '.join(['None'] * len(lead))}] of shape "
+                    f"{(x.shape[0],) + (1,) * len(lead) + core}")  # fmt: skip
         raise ValueError(
             f"{name} must be a function, {const} broadcasting to {shape} or an array over "
-            f"steps (steps, ..., {core_s}) broadcasting to (steps,) + {shape}, got shape {x.shape}"
+            f"steps (steps, ..., {core_s}) broadcasting to (steps,) + {shape}, got shape {x.shape}{hint}"
         )
 
     tk, tv = over_steps(tau, (dof,), "tau", True)
@@ -178,8 +183,14 @@ def simulate(
         lfn, lv = _Traced.trace(lv, dtype, q0.shape)
     cached = (tfn is None or tfn.hashable) and (lfn is None or lfn.hashable)
     integrate = _integrate if cached else _integrate.__wrapped__  # uncacheable: traced anew
-    return integrate(model, q0, qd0, tv, None if lk == "none" else lv, dt,
-                     tk=tk, lk=lk, tfn=tfn, lfn=lfn, steps=steps, method=method, gradient=gradient)  # fmt: skip
+    try:
+        return integrate(model, q0, qd0, tv, None if lk == "none" else lv, dt,
+                         tk=tk, lk=lk, tfn=tfn, lfn=lfn, steps=steps, method=method, gradient=gradient)  # fmt: skip
+    except TypeError as e:
+        hint = _batch.forward_mode_hint(e, gradient)
+        if hint is None:
+            raise
+        raise hint from e
 
 
 def _broadcasts_to(shape, target) -> bool:

@@ -286,3 +286,7 @@ def test_default_gradients_are_reverse_mode_and_hessians_work():
         H = jax.jit(jax.hessian(f("adjoint")))(x)
         np.testing.assert_allclose(H, jax.jit(jax.hessian(f("autodiff")))(x), rtol=1e-9, atol=1e-9)
         assert np.abs(np.asarray(H)).max() > 1e-3  # not trivially zero
+    # simulate, whose kernel is called inside its own compiled integration, says so too
+    sim = lambda x: jaxmb.simulate(model, x, qd, tau=tau, dt=1e-3, steps=2).q  # noqa: E731
+    with pytest.raises(TypeError, match="forward-mode.*pass gradient='autodiff'"):
+        jax.jacfwd(sim)(q)

@@ -180,6 +180,20 @@ def test_single_device_and_validation():
     lam = sharded(jaxmb.joint_reactions, mesh)(model, q, qd, qdd, joints=[1], frame="segment")
     np.testing.assert_allclose(lam, jaxmb.joint_reactions(model, q, qd, qdd, joints=[1], frame="segment"),
                                rtol=0, atol=WHOLE_ATOL)  # fmt: skip
+    # an output without the batch on the batch axis (a reduced value; a batch on
+    # another axis, as simulate's q) is refused: it gave one device's block, silently
+    import jax.numpy as jnp
+
+    with pytest.raises(ValueError, match=r"the output has shape \(\) for a batch of 8: every output must carry"):
+        sharded(lambda m, *x: jnp.mean(jaxmb.inverse_dynamics(m, *x) ** 2), mesh)(model, q, qd, qdd)
+    with pytest.raises(ValueError, match=r"\[1\] has shape \(3, 8, 2\) for a batch of 8"):
+        sharded(lambda m, x: (x, jnp.stack([x, x, x])), mesh)(model, q)
+    # a positional list of numbers is an array, as for the core functions; a nested
+    # keyword list is refused (an array or a static option?)
+    got = sharded(jaxmb.inverse_dynamics, mesh)(model, q.tolist(), qd, qdd)
+    np.testing.assert_allclose(got, jaxmb.inverse_dynamics(model, q, qd, qdd), rtol=0, atol=WHOLE_ATOL)
+    with pytest.raises(ValueError, match="loads= is a nested list: give an array"):
+        sharded(jaxmb.inverse_dynamics, mesh)(model, q, qd, qdd, loads=np.zeros((8, 2, 3)).tolist())
     nan_q = q.copy()
     nan_q[3, 0] = np.nan
     with pytest.raises(ValueError, match=r"q is not finite at index \(3, 0\)"):

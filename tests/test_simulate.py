@@ -432,6 +432,10 @@ def test_function_output_must_broadcast_to_the_state():
     for q0, kw, message in cases:
         with pytest.raises(ValueError, match=message):
             jaxmb.simulate(model, q0, z, kw.pop("tau"), 1e-3, steps=2, **kw)
+    # one profile over steps for a batch of states: the error names the shape that works
+    with pytest.raises(ValueError, match=r"got shape \(7, 2\); one profile over 7 steps for every state of the "
+                                         r"batch is tau\[:, None\] of shape \(7, 1, 2\)"):  # fmt: skip
+        jaxmb.simulate(model, np.zeros((3, 2)), z, np.zeros((7, 2)), 1e-3)
 
 
 @pytest.mark.parametrize("segments", [3, 5])  # written-out RK4 stages (<= 4 segments) and the stages' scan
