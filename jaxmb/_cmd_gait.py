@@ -93,6 +93,7 @@ def _load(args, progress):
 
     if args.forces and not args.trc:
         raise InputError("--forces goes with --trc")
+    _mapping(args.marker)  # a malformed --marker: one error, not one naming the first file
     if args.body_mass is not None and not (np.isfinite(args.body_mass) and args.body_mass > 0):
         raise InputError(f"--body-mass must be > 0 kg, got {args.body_mass}")
     if not (args.c3d or args.trc):
@@ -176,7 +177,7 @@ def _load_one(args, path=None):
     except ImportError as e:
         raise InputError(str(e)) from None
     except (OSError, ValueError, KeyError) as e:
-        raise InputError(_message(e).replace("(override with mapping=)", "(name the markers with --marker "
+        raise InputError(_message(e).replace(gait._MAPPING_HINT, "(name the markers with --marker "
                                              "JOINT=LABEL[,LABEL...])")) from None  # fmt: skip
     for w in caught:
         print(f"jaxmb gait: note: {w.message}", file=sys.stderr)

@@ -548,8 +548,10 @@ def _shift(x, pointing, sign: float):
                          "or one str for all")  # fmt: skip
     # the offsets take the angles' float dtype: float32 stays float32 (NumPy offsets
     # are float64 and would promote it under x64)
-    dtype = x.dtype if getattr(x, "dtype", np.dtype(float)).kind == "f" else None
-    return x + (sign * off).astype(dtype) if dtype is not None else x + sign * off
+    off = sign * off
+    if getattr(x, "dtype", np.dtype(int)).kind == "f":
+        off = off.astype(x.dtype)
+    return x + off
 
 
 def from_vertical(phi, pointing: str | Sequence[str] = "down"):

@@ -624,9 +624,10 @@ def _dynamics(params, q, qd, qdd, frc, mz, pelvis, pelvis_rate, *, terms: bool, 
 
 
 def _filter_group(kin, frc, mz, *, rate, force_rate, cutoff, force_cutoff, order):
-    """Low-pass the joint centres (B, T, 8), force channels (B, Tf, k) (Fx, Fy, the
-    force's moment, the centre of pressure's height) and free moment (B, Tf) or None, along time; one pass over all channels when
-    the rates and cut-offs are the same."""
+    """Low-pass the joint centres (B, T, 8), the force channels (B, Tf, k) (Fx, Fy,
+    the force's moment, the centre of pressure's height) and the free moment (B, Tf)
+    or None, along time; one pass over all channels when the rates and cut-offs are
+    the same."""
     import jax.numpy as jnp
 
     from ._filters import lowpass_jax
@@ -759,14 +760,8 @@ def _chunk_pipeline(pts, force, cop, mz, seg, pelvis, resample, gravity, *, rate
 
     kin = jnp.stack(pts, axis=-2)  # (B, T, 4, 2)
     # The force's moment about a point r of each trial is filtered, not the centre of
-    # pressure: the moment (p - r) x F is linear in the data and zero wherever the
-    # force is, where the centre of pressure is undefined (held by the caller) or,
-    # at the few newtons of a contact's first and last samples, off by decimetres.
-    # Filtered, such a point carries the force that the filter spreads over the
-    # samples around the contact (sagittal's walking trial: an ankle moment of -0.53
-    # N m/kg before heel strike, and early-stance peaks that moved with the plates'
-    # threshold; _COP_FORCE). r: the mean centre of pressure weighted by |Fy|, so
-    # that the moment stays small (float32).
+    # pressure p (why: analyze's docstring, "Filtering"). r: the mean centre of
+    # pressure weighted by |Fy|, so that the moment stays small (float32).
     cx = cop if cop.ndim == 2 else cop[..., 0]
     cy = jnp.zeros_like(cx) if cop.ndim == 2 else cop[..., 1]
     fx, fy = force[..., 0], force[..., 1]
@@ -914,10 +909,10 @@ def analyze(
     where p is undefined, and a few newtons at the edges of a contact with p
     decimetres off (as plates measure it) weigh as little as they should. A filtered
     centre of pressure would carry the force that the filter spreads around the
-    contact to wherever p was held before it: on ``tests/data/Gait.c3d`` an ankle
-    moment of -0.53 N m/kg before heel strike, and early-stance peaks that changed
-    by 0.2 N m/kg with the plates' threshold (20 or 30 N); filtering the moment,
-    they do not change. The ``cop`` output is the point of the filtered force's line
+    contact to wherever p was held before it, and the first loaded sample of
+    ``tests/data/Gait.c3d``'s heel strike puts p 0.3 m behind the heel: filtering
+    the moment, the early-stance peaks are the same whether the plates count as
+    loaded from 20 or from 30 N (tests/test_gait.py). The ``cop`` output is the point of the filtered force's line
     of action at the filtered height of the centre of pressure (the input itself
     where nothing is filtered), held where the vertical force is 20 N or less.
     Filtering the kinematics but not the force (or at different cut-offs) makes the
@@ -1327,12 +1322,17 @@ def _unit(v, what):
     return np.asarray(v, float) / n
 
 
+#: the end of sagittal's error for a marker that the file lacks (the command line
+#: puts its own option in its place)
+_MAPPING_HINT = "(override with mapping=)"
+
+
 def _marker(markers, label, side):
     lab = label.replace("{S}", side)
     try:
         return markers.get(lab)
     except KeyError as e:
-        raise ValueError(f"sagittal: {e.args[0]} (override with mapping=)") from None
+        raise ValueError(f"sagittal: {e.args[0]} {_MAPPING_HINT}") from None
 
 
 def _joint_centre(markers, spec, side, up):
