@@ -912,7 +912,8 @@ class BaseFit:
     Attributes:
       parameters: the :class:`BaseParameters` of the data.
       values: (rank,) estimates of the combinations.
-      stderr: (rank,) their standard errors (residual variance times (A^T A)^-1).
+      stderr: (rank,) their standard errors: (A^T W A)^-1 with each data kind's rows
+        weighed by its noise, ``sigma`` where given, else its own residual variance.
     """
 
     parameters: BaseParameters
@@ -1118,6 +1119,7 @@ def _residuals(zf, data, cfg):
 
 _STATUS = {1: "relative cost decrease below ftol", 2: "step below xtol", 3: "gradient below gtol",
            -1: "maximum number of iterations", -2: "no step decreases the cost (damping overflow)",
+           4: "data fitted to rounding (no step lowers the cost further)",
            -3: "the objective is not finite at the start"}  # fmt: skip
 
 
@@ -1384,7 +1386,8 @@ def fit(model: Model, q, qd, qdd, *, moments=None, reactions=None, loads=None, f
         trials of unequal length). ``result.rms`` weighs the same way.
       max_iter: Levenberg-Marquardt iterations (per stage).
       ftol, xtol, gtol: tolerances on the relative cost decrease, the relative step
-        and the gradient (defaults: 1e-12, 1e-10, 1e-10 in float64).
+        and the gradient (defaults: 1e-12, 1e-10, 1e-10 in float64; 1.2e-3, 1e-5,
+        1e-6 in float32).
       rtol: rank threshold of the identifiability checks (:func:`base_parameters`).
 
     Returns:
@@ -1490,19 +1493,11 @@ def fit(model: Model, q, qd, qdd, *, moments=None, reactions=None, loads=None, f
     # (1) linear least squares on the base parameters
     base = None
     if linear:
-        A = np.concatenate([a for a, _ in linear])
-        b = np.concatenate([b_ for _, b_ in linear])
         # the rank decision at the precision the regressors were computed in (weights
         # are float64 NumPy: A would otherwise pass float32 rounding as information)
         ydt = np.result_type(*(np.asarray(v[0]).dtype for v in Yq.values()))
-        bp = base_parameters(model, A.astype(ydt), rtol=rtol)
-        Ab = A[:, list(bp.independent)]
-        xb, *_ = np.linalg.lstsq(Ab, b, rcond=None)
-        res = Ab @ xb - b
-        dofr = max(A.shape[0] - bp.rank, 1)
-        s2 = float(res @ res) / dofr
-        cov = s2 * np.linalg.pinv(Ab.T @ Ab)
-        base = BaseFit(bp, xb, np.sqrt(np.maximum(np.diag(cov), 0.0)))
+        in_linear = [k for k in kinds if k == "moments" or rkind == "vector"]  # magnitudes are not linear
+        base = _base_fit(model, linear, in_linear, sigma, ydt, rtol)
 
     # (2) the consistent fit
     phys0 = np.asarray(to_physical(model), dtype=float)
@@ -1518,7 +1513,9 @@ def fit(model: Model, q, qd, qdd, *, moments=None, reactions=None, loads=None, f
     zf0 = jnp.asarray(z0.reshape(-1)[list(free_idx)], dtype)
     eps = float(jnp.finfo(dtype).eps)
     ftol = (1e4 * eps if eps > 1e-10 else 1e-12) if ftol is None else float(ftol)
-    xtol = (1e2 * math.sqrt(eps) if eps > 1e-10 else 1e-10) if xtol is None else float(xtol)
+    # float32: 1e-5 (a looser step test, relative to |z| with log-inertias of -7,
+    # stopped noiseless fits after 3 iterations at 0.3 % errors)
+    xtol = (1e-5 if eps > 1e-10 else 1e-10) if xtol is None else float(xtol)
     gtol = (1e-6 if eps > 1e-10 else 1e-10) if gtol is None else float(gtol)
     outputs = {k: np.asarray(Yq[k][2] > 0).reshape(-1, n).any(0) for k in kinds}  # the joints measured
 
@@ -1547,6 +1544,17 @@ def fit(model: Model, q, qd, qdd, *, moments=None, reactions=None, loads=None, f
     raw_w = {k: data[wkey[k]] * scale[k] for k in kinds}
     ref = np.abs(phys0.reshape(-1)[list(free_idx)])  # starting sizes (stuck-at-floor check)
 
+    def at_rounding(rd):
+        # every kind's residuals at rounding level (data fitted exactly): no step can
+        # lower the cost (damping overflow is convergence), and a robust loss has
+        # nothing to down-weight (its iterations would only chase rounding noise)
+        rd_np, off, out = np.asarray(rd), 0, True
+        for k in kinds:
+            r = rd_np[off:off + nobs[k]] * scale[k]
+            off += nobs[k]
+            out &= bool(np.sqrt(np.sum(r * r) / max(np.sum(raw_w[k] ** 2), 1e-300)) <= 1e3 * eps * data_rms[k])
+        return out
+
     def solve(z, cfg):
         """Levenberg-Marquardt from z; a mass or inertia left stuck at its floor (see
         _stuck_at_floor) restarts once from its starting value. Returns the result
@@ -1558,7 +1566,10 @@ def fit(model: Model, q, qd, qdd, *, moments=None, reactions=None, loads=None, f
             out = _lm_jit(jnp.where(jnp.asarray(stuck), zf0, out[0]), jdata, cfg, int(max_iter), ftol, xtol, gtol)
             it += int(out[2])
             stuck = _stuck_at_floor(out[0], out[1], jdata, cfg, ref)
-        return (*out[:2], it, *out[3:]), [_physical_names(model)[free_idx[j]] for j in np.flatnonzero(stuck)]
+        status = out[3]
+        if int(status) == -2 and at_rounding(out[4]):
+            status = 4  # no step lowers a cost that is rounding: the data are fitted exactly
+        return (*out[:2], it, status, *out[4:]), [_physical_names(model)[free_idx[j]] for j in np.flatnonzero(stuck)]
 
     z, iters = zf0, 0
     for _ in range(1 if all(k in sigma for k in kinds) else 4):
@@ -1582,7 +1593,7 @@ def fit(model: Model, q, qd, qdd, *, moments=None, reactions=None, loads=None, f
             jdata[wkey[k]] = jnp.asarray(raw_w[k] / scale[k], dtype)
         if change < 0.1:
             break
-    if loss == "huber" and int(status) > 0:
+    if loss == "huber" and int(status) > 0 and not at_rounding(rd):
         deltas = []
         off = 0
         rd_np = np.asarray(rd)
@@ -1662,6 +1673,42 @@ def fit(model: Model, q, qd, qdd, *, moments=None, reactions=None, loads=None, f
                      stderr_physical=stderr_phys, covariance=cov_pi, residuals=residuals, rms=rms,
                      converged=converged, status=status_text, iterations=iters,
                      cost=float(c), free=mask, base=base, names=parameter_names(model), _z=z_np, _cov_z=cov_z)  # fmt: skip
+
+
+def _base_fit(model, linear, kinds, sigma, ydt, rtol) -> "BaseFit":
+    """Linear least squares on the base parameters from the rows ``linear`` (one
+    (A_k, b_k) per data kind in ``kinds``, each divided by its sigma or, where none is
+    given, by the RMS of its data). Where the noise of a kind is not given it is
+    estimated from that kind's own residuals and the rows are refitted with it
+    (variance components, as the consistent fit does): one variance pooled over
+    moments (N m) and reactions (N) would misstate the errors of both. The covariance
+    is (A^T W A)^-1 with each kind's rows whitened by its residual variance (1 where
+    sigma is given)."""
+    bp = base_parameters(model, np.concatenate([a for a, _ in linear]).astype(ydt), rtol=rtol)
+    cols = list(bp.independent)
+    rows = [(a[:, cols], b) for a, b in linear]
+    N = sum(a.shape[0] for a, _ in rows)
+    # rows are scaled to O(1) (by sigma or the data's RMS): a variance floor far below
+    # rounding keeps exact data's weights and (A^T W A) finite
+    tiny = (1e-3 * float(np.finfo(ydt).eps)) ** 2
+    s2 = [1.0] * len(rows)
+    for _ in range(1 if all(k in sigma for k in kinds) else 5):
+        w = [1 / math.sqrt(v) for v in s2]
+        xb, *_ = np.linalg.lstsq(np.concatenate([a * wk for (a, _), wk in zip(rows, w)]),
+                                 np.concatenate([b * wk for (_, b), wk in zip(rows, w)]), rcond=None)  # fmt: skip
+        new = []
+        for (a, b), k, old in zip(rows, kinds, s2):
+            r = a @ xb - b
+            # each kind's share of the degrees of freedom the fit took (N - rank in all)
+            dof = max(a.shape[0] - bp.rank * a.shape[0] / N, 1.0)
+            new.append(1.0 if k in sigma else max(float(r @ r) / dof, tiny))
+        change = max(abs(n_ / o - 1) for n_, o in zip(new, s2))
+        s2 = new
+        if change < 1e-3 or len(rows) == 1:
+            break
+    H = sum(a.T @ a / v for (a, _), v in zip(rows, s2))
+    cov = np.linalg.pinv(H)
+    return BaseFit(bp, xb, np.sqrt(np.maximum(np.diag(cov), 0.0)))
 
 
 def _covariance_z(Jw: np.ndarray, Jp: np.ndarray) -> tuple:

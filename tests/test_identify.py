@@ -328,6 +328,24 @@ def test_noiseless_synthetic_data_recover_the_true_parameters():
     np.testing.assert_allclose(res.parameters, identify.to_parameters(true), rtol=1e-7, atol=1e-9)
 
 
+def test_linear_fit_weighs_each_data_kind_by_its_own_noise():
+    """Moments (N m) and reaction vectors (N) with sigma not given: the linear step
+    estimates each kind's noise from its own residuals, so its standard errors are
+    those that the true noise, given as sigma, gives (within the scatter of a variance
+    estimated from 180 and 360 values). Before, one residual variance pooled over both
+    kinds, after scaling each by the RMS of its data, stated one error 34x
+    too large here."""
+    true = _chain(3, seed=7)
+    q, qd, qdd = _states(true, (60,), seed=7)
+    rng = np.random.default_rng(11)
+    mom = np.asarray(jaxmb.joint_moments(true, q, qd, qdd)) + rng.normal(0, 0.1, (60, 3))
+    rea = np.asarray(jaxmb.joint_reactions(true, q, qd, qdd)) + rng.normal(0, 10.0, (60, 3, 2))
+    known = identify.fit(true, q, qd, qdd, moments=mom, reactions=rea, sigma={"moments": 0.1, "reactions": 10.0})
+    guessed = identify.fit(true, q, qd, qdd, moments=mom, reactions=rea)
+    np.testing.assert_allclose(guessed.base.stderr / known.base.stderr, 1.0, atol=0.2)
+    assert (np.abs(guessed.base.values - known.base.values) <= 0.5 * known.base.stderr).all()
+
+
 def test_consistent_fit_never_returns_negative_mass_or_inertia():
     """Noisy data that make the unconstrained least squares physically impossible:
     the consistent fit stays physical (positive masses and inertias about the centre
@@ -790,6 +808,26 @@ def test_float32_rank_decisions_use_float32_tolerances():
     assert ref.rank == 9 and ref.combinations == bp.combinations
     want = ref.values(np.asarray(identify.to_parameters(t["model"])))
     np.testing.assert_allclose(res.base.values, want, rtol=2e-2, atol=2e-3)
+
+
+def test_float32_noiseless_fits_run_to_rounding():
+    """float32 (JAX's default), exact moments and reaction vectors from a start 30 %
+    off: every parameter to 2e-5 of its size, with a converged status for the robust
+    loss too. Before: the step test (3.5 % of |z|, which holds log-inertias of -7)
+    stopped after 4 iterations at 2e-4 errors here ("converged"); a tighter one left
+    the Huber stage, refitting residuals of rounding size, at "damping overflow"."""
+    true = _chain(3, seed=7)
+    q, qd, qdd = _states(true, (60,), seed=7)
+    mom = np.asarray(jaxmb.joint_moments(true, q, qd, qdd))
+    rea = np.asarray(jaxmb.joint_reactions(true, q, qd, qdd))
+    tp = np.asarray(identify.to_physical(true))
+    size = np.where(np.isin(np.arange(4), [1, 2]), np.asarray(true.length)[:, None], tp)
+    with jax.enable_x64(False):
+        start = identify.perturbed(true, 0.3, seed=1).astype(np.float32)
+        for loss in ("l2", "huber"):
+            res = identify.fit(start, q, qd, qdd, moments=mom, reactions=rea, loss=loss)
+            assert res.converged, (loss, res.status)
+            assert np.abs((res.physical - tp) / size).max() < 2e-5, (loss, res.status, res.iterations)
 
 
 def test_trials_fitted_jointly_equal_the_flattened_fit():

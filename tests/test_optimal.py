@@ -353,7 +353,7 @@ def test_out_of_reach_hand_targets():
     (dict(start=["a", "b"]), "start must be an array of real numbers"),
     (dict(cost={}), "cost is an empty dict"),  # before: a JAX TypeError
     (dict(nodes=8), r"nodes=8 is too few for basis=10 .* nodes >= 26"),
-    (dict(nodes=51, quadrature="trapezoid"), r"nodes >= 52"),
+    (dict(nodes=155, quadrature="trapezoid"), r"nodes >= 156"),
     (dict(end=[0.1, 0.2, 0.3]), r"end must have shape \(2,\)"),
     (dict(start=[[0.1, 0.2]] * 3, end=[[0.1, 0.2]] * 2), "batch shapes do not broadcast"),
     (dict(target="hand"), r"start must have shape \(2,\)"),
@@ -397,7 +397,7 @@ def test_few_nodes_are_refused_and_enough_give_the_true_cost(lateral):
     # 1.1e6: the optimiser had minimised the quadrature error. min_nodes is the rule
     from jaxmb.optimal import min_nodes
 
-    assert min_nodes(10) == 26 and min_nodes(10, "trapezoid") == 52 and min_nodes(1) == 8
+    assert min_nodes(10) == 26 and min_nodes(10, "trapezoid") == 156 and min_nodes(1) == 8
     assert NODES >= min_nodes(BASIS)
     with pytest.raises(ValueError, match="too few"):
         optimize(UNO, *LATERAL, target="hand", nodes=25, basis=BASIS)
@@ -406,6 +406,14 @@ def test_few_nodes_are_refused_and_enough_give_the_true_cost(lateral):
         fine = movement(UNO, r.q_start, r.q_end, LATERAL[2], r.coef, nodes=400, quadrature="gauss",
                         end_conditions=r.end_conditions)
         np.testing.assert_allclose(float(r.cost), float(COSTS[cost](fine)), rtol=1e-4, err_msg=cost)
+    # the trapezoidal rule's O(h^2) error is a bias the optimiser follows: at its
+    # minimum nodes the reported cost stays within 5e-4 of the exact integral's minimum
+    # and so does the path's true cost (before, at 52 nodes: 0.7 % below, the path 0.6 % above)
+    r = optimize(UNO, *LATERAL, target="hand", basis=BASIS, quadrature="trapezoid",
+                 nodes=min_nodes(BASIS, "trapezoid"))  # fmt: skip
+    fine = movement(UNO, r.q_start, r.q_end, LATERAL[2], r.coef, nodes=400, quadrature="gauss")
+    best = float(lateral["torque_change"].cost)
+    assert abs(float(r.cost) / best - 1) < 5e-4 and 0 <= float(COSTS["torque_change"](fine)) / best - 1 < 5e-4
 
 
 def test_batched_durations_give_each_problem_its_times():
