@@ -427,7 +427,7 @@ def _write(outputs, out):
     those made here are removed again when the writing fails), then remove the files
     of :data:`_OUTPUT_NAMES` that an earlier run left in those folders and this one
     did not write. Returns (files written, paths removed)."""
-    from .io import _write_files
+    from .io import _remove_stale, _write_files
 
     made = []
     try:
@@ -456,17 +456,9 @@ def _write(outputs, out):
             except OSError:
                 pass
         raise
-    removed = []
-    for folder, files in outputs.items():
-        for name in _OUTPUT_NAMES:
-            path = os.path.join(folder, name)
-            if name not in files and os.path.isfile(path):
-                try:
-                    os.remove(path)
-                    removed.append(path)
-                except OSError as e:
-                    print(f"jaxmb gait: warning: cannot remove {path} of an earlier run: {_message(e)}", file=sys.stderr)
-    return sum(len(files) for files in outputs.values()), removed
+    stale = [os.path.join(folder, name) for folder, files in outputs.items() for name in _OUTPUT_NAMES
+             if name not in files]  # fmt: skip
+    return sum(len(files) for files in outputs.values()), _remove_stale(stale, "gait")
 
 
 def run(args) -> int:

@@ -52,14 +52,19 @@ def _csv_text(rows) -> str:
     return buf.getvalue()
 
 
+_FRAMES = 6001  # of the bundled running trial
+_MIN_FRAMES = 10  # that a --stride must leave: the fit needs more measured values than parameters
+_BANDS = "identify_bands.png"
+
+
 def _run(args) -> int:
     if not (0.0 <= args.perturb < 1.0):
         return _fail(f"--perturb must be in [0, 1) (a fraction of each parameter), got {args.perturb}")
     if args.stride < 1:
         return _fail(f"--stride must be >= 1, got {args.stride}")
-    if len(range(0, 6001, args.stride)) < 10:  # the fit needs more measured values than parameters
-        return _fail(f"--stride {args.stride} leaves {len(range(0, 6001, args.stride))} of the 6001 frames: "
-                     "at most 600 (10 frames)")  # fmt: skip
+    if len(range(0, _FRAMES, args.stride)) < _MIN_FRAMES:  # more measured values than parameters
+        return _fail(f"--stride {args.stride} leaves {len(range(0, _FRAMES, args.stride))} of the {_FRAMES} frames: "
+                     f"at most {(_FRAMES - 1) // (_MIN_FRAMES - 1)} ({_MIN_FRAMES} frames)")  # fmt: skip
     if args.draws != 0 and args.draws < 2:
         return _fail(f"--draws must be 0 (no bands) or >= 2, got {args.draws}")
     if args.out:
@@ -72,7 +77,7 @@ def _run(args) -> int:
     from tqdm import tqdm
 
     from . import identify
-    from .io import _png
+    from .io import _png, _remove_stale
     from .io import _write_files as write_files
 
     stages = ["fit", "bands", "files"]
@@ -93,7 +98,7 @@ def _run(args) -> int:
         bands = identify.monte_carlo(true, trial["q"][sel], trial["qd"][sel], trial["qdd"][sel], trial["loads"][sel],
                                      spread=spread, draws=args.draws, seed=args.seed)  # fmt: skip
     bar.update()
-    files = {}
+    files, removed = {}, []
     if args.out:
         bar.set_postfix_str("writing")
         files[os.path.join(args.out, "identify_running.csv")] = _csv_text(out["rows"])
@@ -102,12 +107,13 @@ def _run(args) -> int:
             d = trial["data"]
             sel = slice(None, None, args.stride)
             mom = np.where(trial["moment_weights"][sel, None] > 0, trial["moments"][sel], np.nan)
-            files[os.path.join(args.out, "identify_bands.png")] = _png(identify.bands_figure(d.time[sel], bands, mom))
+            files[os.path.join(args.out, _BANDS)] = _png(identify.bands_figure(d.time[sel], bands, mom))
         try:  # every file or none
             write_files(files)
         except OSError as e:
             bar.close()
             return _fail(f"cannot write to {args.out!r}: {e}")
+        removed = [] if bands is not None else _remove_stale([os.path.join(args.out, _BANDS)], "identify")
     bar.update()
     bar.close()
 
@@ -126,4 +132,6 @@ def _run(args) -> int:
               f"the 95 % band over stance hip {width[0]:.2f}, knee {width[1]:.2f}, ankle {width[2]:.2f} N m")  # fmt: skip
     for f in files:
         print(f"wrote {f}")
+    for f in removed:
+        print(f"removed {f} of an earlier run (--draws 0 draws no bands)")
     return 0 if res.converged else 1

@@ -108,7 +108,7 @@ def run(args) -> int:
     import numpy as np
 
     import jaxmb
-    from jaxmb.io import _png, _write_files
+    from jaxmb.io import _png, _remove_stale, _write_files
 
     # -------- every check before the first optimisation
     costs = [c.strip() for c in args.cost.split(",") if c.strip()]
@@ -144,6 +144,11 @@ def run(args) -> int:
         if len(tg) == 0:
             return _fail(f"--grid {args.grid}: no grid point is a comfortably reachable target 5 cm or more from "
                          "the start; use a larger N")
+    if args.out:
+        try:  # after the checks, before the optimisations: not a traceback after them
+            os.makedirs(args.out, exist_ok=True)
+        except OSError as e:
+            return _fail(f"cannot create --out folder {args.out!r}: {e.strerror or e}")
 
     # -------- the optimisations
     try:
@@ -188,9 +193,15 @@ def run(args) -> int:
     fig = figure(results, f"optimal reaches, {args.duration:g} s, g = {args.gravity:g} m/s$^2$")
     files = {os.path.join(args.out, "optimal_reach.csv"): buf.getvalue(),
              os.path.join(args.out, "optimal_reach.png"): _png(fig)}
+    workspace = os.path.join(args.out, "optimal_workspace.csv")
     if grid_rows is not None:
-        files[os.path.join(args.out, "optimal_workspace.csv")] = grid_rows
-    os.makedirs(args.out, exist_ok=True)
-    _write_files(files)
+        files[workspace] = grid_rows
+    try:  # every file or none (the writer names the file it could not write)
+        _write_files(files)
+    except OSError as e:
+        return _fail(f"cannot write the outputs (nothing was written): {e}")
     print("\n".join(f"{what}: {path}" for what, path in zip(("trajectories", "figure", "workspace"), files)))
+    if grid_rows is None:
+        for path in _remove_stale([workspace], "optimal"):
+            print(f"removed {path} of an earlier run (no --grid this time)")
     return 0

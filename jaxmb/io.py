@@ -33,6 +33,7 @@ import dataclasses
 import math
 import os
 import struct
+import sys
 import tempfile
 import warnings
 from pathlib import Path
@@ -539,6 +540,23 @@ def _target_error(error: OSError, target: Path) -> OSError:
     if error.errno is not None and error.strerror:
         return type(error)(error.errno, error.strerror, str(target))
     return type(error)(f"{target}: {error}")
+
+
+def _remove_stale(paths, prog: str) -> list:
+    """Remove the files among ``paths`` (outputs of an earlier run of command ``prog``
+    that this run does not write: a figure or a table of another run must not sit
+    beside this run's results). A file that cannot be removed gets a warning on
+    stderr. Returns the paths removed."""
+    removed = []
+    for path in paths:
+        if os.path.isfile(path):
+            try:
+                os.remove(path)
+                removed.append(path)
+            except OSError as e:
+                print(f"jaxmb {prog}: warning: cannot remove {path} of an earlier run: {e.strerror or e}",
+                      file=sys.stderr)  # fmt: skip
+    return removed
 
 
 def _png(fig, dpi: int = 100) -> bytes:

@@ -1,6 +1,6 @@
 """The command line's persistent compilation cache (jaxmb.cli._compile_cache).
 
-Each case runs ``python -m jaxmb.cli`` in a fresh process: the cache is a process-wide
+Each case runs ``python -m jaxmb`` (jaxmb/__main__.py) in a fresh process: the cache is a process-wide
 JAX setting, which the test workers set for themselves (tests/conftest.py).
 """
 
@@ -14,7 +14,7 @@ from jaxmb import cli
 def _jaxmb(args, env_extra, tmp_path):
     env = {k: v for k, v in os.environ.items() if not k.startswith("JAX_") and k != "JAXMB_CACHE_DIR"}
     env.update(env_extra)
-    return subprocess.run([sys.executable, "-m", "jaxmb.cli", *args, "reach", "--samples", "21", "--out", ""],
+    return subprocess.run([sys.executable, "-m", "jaxmb", *args, "reach", "--samples", "21", "--out", ""],
                           env=env, cwd=tmp_path, capture_output=True, text=True, timeout=300)  # fmt: skip
 
 

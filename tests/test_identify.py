@@ -874,13 +874,17 @@ def test_running_data_recovered_by_the_command_line(tmp_path, capsys):
     assert sorted(k for k, v in ident.items() if v) == ["J[foot]", "mx[foot]", "my[foot]", "my[shank]", "my[thigh]"]
     assert (tmp_path / "identify_bands.png").stat().st_size > 1000
     assert not [p for p in tmp_path.iterdir() if p.name.startswith(".tmp")]
+    # a rerun without bands removes the earlier run's bands figure, and says so
+    args = parser.parse_args(["identify", "--out", str(tmp_path), "--stride", "10", "--draws", "0"])
+    assert args.func(args) == 0
+    assert "removed" in capsys.readouterr().out and not (tmp_path / "identify_bands.png").exists()
     args = parser.parse_args(["identify", "--perturb", "1.5", "--out", ""])
     assert args.func(args) == 2
     assert "jaxmb identify: error: --perturb must be in [0, 1)" in capsys.readouterr().err
     # a stride that leaves too few frames: the command's own message, not the fit's free=...
     args = parser.parse_args(["identify", "--stride", "7000", "--out", ""])
     assert args.func(args) == 2
-    assert "--stride 7000 leaves 1 of the 6001 frames" in capsys.readouterr().err
+    assert "--stride 7000 leaves 1 of the 6001 frames: at most 666 (10 frames)" in capsys.readouterr().err
 
 
 # ---------------------------------------------------------------------- fixtures

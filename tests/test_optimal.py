@@ -467,8 +467,10 @@ def test_vmap_batching_equals_map():
 def test_cli_optimal_writes_figure_and_csv(tmp_path, capsys):
     from jaxmb.cli import main
 
+    (tmp_path / "optimal_workspace.csv").write_text("x_m,y_m\n")  # an earlier run's, with --grid
     assert main(["optimal", "--cost", "hand_jerk", "--nodes", str(NODES), "--out", str(tmp_path)]) == 0
-    assert "hand_jerk" in capsys.readouterr().out
+    out = capsys.readouterr().out
+    assert "hand_jerk" in out and "removed" in out and "optimal_workspace.csv of an earlier run" in out
     assert sorted(p.name for p in tmp_path.iterdir()) == ["optimal_reach.csv", "optimal_reach.png"]
     rows = (tmp_path / "optimal_reach.csv").read_text().splitlines()
     assert rows[0].startswith("criterion,t_s") and len(rows) == 1 + NODES
@@ -508,6 +510,10 @@ def test_cli_optimal_out_must_be_a_folder(tmp_path, capsys, monkeypatch):
     monkeypatch.setattr(jaxmb, "optimize", lambda *a, **k: pytest.fail("optimised before checking --out"))
     assert main(["optimal", "--out", str(afile)]) == 2  # before: FileExistsError after optimising
     assert "exists and is not a folder" in capsys.readouterr().err
+    # a folder that cannot be made (under a file): before, a traceback after optimising
+    assert main(["optimal", "--out", str(afile / "sub")]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "cannot create --out folder" in err[0], err
 
 
 def test_cli_curvature_of_a_vanishing_chord_is_nan(capsys):
