@@ -23,8 +23,11 @@ The results are NumPy arrays, not JAX arrays: convert with ``jnp.asarray`` where
 jitted computation needs them. Writers are atomic: they write a temporary file in the
 target directory and rename it over the target, so a failed write leaves no partial
 file (and its error names the target). They write every number so that it reads back
-as the same float64 (``decimals=`` gives fixed-point instead), and refuse, before
-writing anything, data that their reader would reject or read differently.
+as the same float64 in the file's units (``decimals=`` gives fixed-point instead; a
+value in SI units written in mm, as TRC files and a ``.forces`` file's centre of
+pressure are, is divided by 1e-3 and multiplied back when read, which may change its
+last bit: 2 % of random coordinates), and refuse, before writing anything, data that
+their reader would reject or read differently.
 """
 
 from __future__ import annotations
@@ -778,7 +781,9 @@ def _check_time_column(
     step = np.diff(time) * rate  # frames per row, 1 when the column agrees with DataRate
     bad = np.flatnonzero(~(np.abs(step - 1.0) <= 0.5))
     mean = (time[-1] - time[0]) / (len(time) - 1)
-    if not abs(mean * rate - 1.0) <= 1e-3:
+    # a few bad rows (a dropped frame also shifts the average) are named first; a
+    # column at another rate throughout gets the average's message
+    if not 0 < bad.size <= len(step) // 2 and not abs(mean * rate - 1.0) <= 1e-3:
         hz = f"{1 / mean:.6g} Hz" if mean else "no time at all"
         raise ValueError(
             f"{source}: {column} advances {mean:.6g} s a frame ({hz}) "
@@ -806,7 +811,8 @@ def write_trc(path, markers: Markers, *, units: str = "mm", decimals: Optional[i
         units: length units of the file (``"mm"``, ``"cm"``, ``"m"``, ...).
         decimals: digits after the decimal point, in ``units``; None (default) writes
             each coordinate exactly (the shortest text that reads back as the same
-            float64 in ``units``).
+            float64 in ``units``; converted back to metres, a coordinate may change in
+            its last bit unless ``units="m"``).
 
     Raises:
         ValueError: unknown units; a marker label that is empty, has a tab or a line
@@ -983,7 +989,9 @@ def write_forces(path, plates: ForcePlates, *, decimals: Optional[int] = None) -
         path: the ``.forces`` file to write (replaced if it exists).
         plates: the force-plate data (SI units).
         decimals: digits after the decimal point; None (default) writes each value
-            exactly (the shortest text that reads back as the same float64).
+            exactly (the shortest text that reads back as the same float64 in the
+            file's units: the centre of pressure and the free moment, in mm and
+            N mm, may come back changed in their last bit).
 
     Raises:
         ValueError: no samples (:func:`read_forces` refuses such a file); times that
@@ -1189,10 +1197,11 @@ def write_mot(path, table: Table, *, decimals: Optional[int] = None) -> None:
 
     Raises:
         ValueError: a name or a description line with ``=`` (it would be read as a
-            ``key=value`` field), a line break, or that is ``endheader``; a header key
-            that is empty or has ``=`` or a line break, a value with a line break; a
-            column label that is empty or has a tab or a line break; times that are
-            not finite or do not increase.
+            ``key=value`` field), a line break, white space at an end, or that is
+            ``endheader``; an empty description line; a header key that is empty or has ``=`` or a line break, a
+            value with a line break, either with white space at an end; a column
+            label that is empty, has a tab or a line break, or white space at an
+            end; times that are not finite or do not increase.
     """
     path = Path(path)
     where = f"write_mot({path.name})"
@@ -1204,6 +1213,8 @@ def write_mot(path, table: Table, *, decimals: Optional[int] = None) -> None:
                 f"{where}: {what} {text!r} cannot be written to the header: a line with '=' "
                 "is read as a key=value field, and 'endheader' ends the header"
             )
+        if text != text.strip():
+            raise ValueError(f"{where}: {what} {text!r} has white space at an end, which read_mot drops")
         return text
 
     if table.name is not None and table.name.strip():
@@ -1217,6 +1228,9 @@ def write_mot(path, table: Table, *, decimals: Optional[int] = None) -> None:
         key, value = str(key), str(value)
         if not key.strip() or any(c in key for c in "=\n\r") or any(c in value for c in "\n\r"):
             raise ValueError(f"{where}: header entry {key!r}: {value!r} cannot be written as one key=value line")
+        if key != key.strip() or value != value.strip():
+            raise ValueError(f"{where}: header entry {key!r}: {value!r} has white space at an end, which "
+                             "read_mot drops")  # fmt: skip
         if key.lower() not in _COUNTED:
             header[key] = value
     header["nRows"] = str(T)
@@ -1225,11 +1239,16 @@ def write_mot(path, table: Table, *, decimals: Optional[int] = None) -> None:
         header["inDegrees"] = "yes" if table.in_degrees else "no"
     out += [f"{k}={v}" for k, v in header.items()]
     if table.description:
-        out += [""] + [header_line(line, "a description line") for line in table.description.split("\n")] + [""]
+        lines = table.description.split("\n")
+        if not all(line.strip() for line in lines):
+            raise ValueError(f"{where}: Table.description {table.description!r} has an empty line, which read_mot "
+                             "drops")  # fmt: skip
+        out += [""] + [header_line(line, "a description line") for line in lines] + [""]
     out.append("endheader")
     for label in table.labels:
-        if not label.strip() or any(c in label for c in "\t\n\r"):
-            raise ValueError(f"{where}: column label {label!r} cannot be written (empty, or a tab or line break in it)")
+        if not label.strip() or label != label.strip() or any(c in label for c in "\t\n\r"):
+            raise ValueError(f"{where}: column label {label!r} cannot be written (empty, a tab or line break in "
+                             "it, or white space at an end)")  # fmt: skip
     out.append("\t".join(("time",) + table.labels))
     _check_increasing(table.time, where, list(range(1, T + 1)), column="time", row="row")
     value = _value_format(decimals)
@@ -1326,6 +1345,19 @@ def _c3d_parameter_frames(params: bytes, order: str, processor: int) -> Optional
     return None
 
 
+def _plate_normals(corners: np.ndarray, force: np.ndarray) -> np.ndarray:
+    """(plates, 3) unit normals of the plates' surfaces from their (plates, 4, 3)
+    corners (the cross product of the diagonals), each pointing to the side the force
+    on the subject points to over the trial (up); the lab's +z where the corners do
+    not span a plane (a file without corners)."""
+    d = np.cross(corners[:, 2] - corners[:, 0], corners[:, 3] - corners[:, 1])
+    size = np.linalg.norm(d, axis=-1, keepdims=True)
+    flat = size[:, 0] > 1e-9 * np.maximum(np.abs(corners).max(axis=(1, 2)), 1e-300) ** 2
+    n = np.where(flat[:, None], d / np.where(size > 0, size, 1.0), np.array([0.0, 0.0, 1.0]))
+    toward = np.nansum(np.einsum("tpk,pk->tp", force, n), axis=0)
+    return np.where((toward < 0)[:, None], -n, n)
+
+
 def read_c3d(path, *, min_force: float = 20.0, warn_gaps: bool = True) -> C3DTrial:
     """Read a C3D file: markers, force platforms and analog channels, in SI units.
 
@@ -1344,12 +1376,15 @@ def read_c3d(path, *, min_force: float = 20.0, warn_gaps: bool = True) -> C3DTri
 
     The centre of pressure and the free moment are undefined on an unloaded plate
     (ezc3d divides by a vertical force near zero and returns values metres off the
-    plate): where the vertical force is below ``min_force`` they are NaN.
+    plate): where the vertical force is below ``min_force`` they are NaN. The
+    vertical is each plate's normal (from its corners, pointing to the side the
+    force on the subject points to), so labs with y (or any axis) up read alike;
+    the free moment is the moment about that normal.
 
     Args:
         path: the ``.c3d`` file.
-        min_force: vertical force (N) below which a plate counts as unloaded; None
-            keeps ezc3d's values everywhere.
+        min_force: force along the plate's normal (N) below which a plate counts as
+            unloaded; None keeps ezc3d's values everywhere.
         warn_gaps: warn naming the markers with gaps.
 
     Returns:
@@ -1467,13 +1502,17 @@ def read_c3d(path, *, min_force: float = 20.0, warn_gaps: bool = True) -> C3DTri
                     raise ValueError(f"{where}: {key} has shape {shape}, expected (3, {n_analog})")
             force.append(np.asarray(plate["force"], dtype=float).T * f_scale)
             cop.append(np.asarray(plate["center_of_pressure"], dtype=float).T * p_scale)
-            free_moment.append(np.asarray(plate["Tz"], dtype=float)[2] * m_scale)
+            free_moment.append(np.asarray(plate["Tz"], dtype=float).T * m_scale)
             corners.append(np.asarray(plate["corners"], dtype=float).T * p_scale)
         force = np.stack(force, axis=1)
         cop = np.stack(cop, axis=1)
-        free_moment = np.stack(free_moment, axis=1)
+        # the vertical of each plate: its surface's normal, towards the force on the
+        # subject (not the lab's z: labs with y up exist)
+        up = _plate_normals(np.stack(corners), force)
+        normal_force = np.einsum("tpk,pk->tp", force, up)
+        free_moment = np.einsum("tpk,pk->tp", np.stack(free_moment, axis=1), up)
         if min_force is not None:
-            unloaded = ~(force[:, :, 2] >= min_force)
+            unloaded = ~(normal_force >= min_force)
             cop = np.where(unloaded[:, :, None], np.nan, cop)
             free_moment = np.where(unloaded, np.nan, free_moment)
         first_analog = int(header["analogs"]["first_frame"])

@@ -89,6 +89,7 @@ def winter_correction(order: int = 2, passes: int = 2) -> float:
     Returns:
       C (dimensionless, < 1).
     """
+    passes = _int_at_least(passes, "passes", 1, " (filtfilt: 2)")
     return float((2.0 ** (1.0 / passes) - 1.0) ** (1.0 / (2.0 * _order(order))))
 
 
@@ -199,7 +200,8 @@ class ResidualAnalysis:
         """The residual curve, the fitted noise line and the chosen cut-off.
 
         Args:
-          channel: index into the channel dimensions (default: the first channel).
+          channel: index into the channel dimensions (default: the first channel;
+            0 or None for a single signal).
           ax: optional matplotlib Axes; a new Figure (object API) otherwise.
 
         Returns:
@@ -208,7 +210,14 @@ class ResidualAnalysis:
         from matplotlib.figure import Figure
 
         res = self.residuals.reshape(len(self.cutoffs), -1)
-        k = 0 if channel is None else int(np.ravel_multi_index(np.atleast_1d(channel), self.residuals.shape[1:]))
+        shape = self.residuals.shape[1:]
+        if channel is None or (not shape and np.ndim(channel) == 0 and int(channel) in (0, -1)):
+            k = 0
+        else:
+            idx = np.atleast_1d(channel)
+            if len(idx) != len(shape) or not all(-n <= int(i) < n for i, n in zip(idx, shape)):
+                raise ValueError(f"channel {channel!r} is no index into the channels, of shape {shape}")
+            k = int(np.ravel_multi_index(tuple(int(i) % n for i, n in zip(idx, shape)), shape))
         a = np.ravel(self.intercept)[k]
         b = np.ravel(self.slope)[k]
         fc = np.ravel(self.cutoff)[k]

@@ -188,6 +188,9 @@ def test_trc_round_trip(tmp_path):
          r"the Time column advances 0\.02 s a frame \(50 Hz\) but header field DataRate = 100 Hz"),
         (lambda ls: ls.__setitem__(7, ls[7].replace("0.02", "0.035", 1)),
          r"line 8: the Time column goes from 0 to 0\.035 s, but DataRate = 50 Hz gives a frame every 0\.02 s"),
+        # a dropped frame: its line (before: the average's message, no line)
+        (lambda ls: ls.__setitem__(8, ls[8].replace("0.04", "0.06", 1)),
+         r"line 9: the Time column goes from 0\.02 to 0\.06 s, but DataRate = 50 Hz"),
         (lambda ls: ls.__delitem__(slice(0, len(ls))), r"walk\.trc: the file is empty"),
     ],
 )
@@ -485,6 +488,29 @@ def test_c3d_keep_raw_cop(gait):
     trial, _ = gait
     loaded = trial.forces.force[:, :, 2] >= 20.0
     np.testing.assert_array_equal(raw.cop[loaded], trial.forces.cop[loaded])
+
+
+def test_c3d_lab_with_y_up_reads_as_the_same_trial(gait, tmp_path):
+    """The trial with its lab frame turned (x, y, z) -> (x, z, -y), written by ezc3d:
+    the plates' vertical is their normal, not the lab's z. Before: 0 of plate 1's
+    577 loaded samples kept a centre of pressure (its sideways force was below 20 N)."""
+    ezc3d = pytest.importorskip("ezc3d")
+    R = np.array([[1.0, 0, 0], [0, 0, 1], [0, -1, 0]])
+    c = ezc3d.c3d(str(GAIT_C3D))
+    points = c["data"]["points"]
+    points[:3] = np.einsum("ij,jmt->imt", R, points[:3])
+    c["data"]["points"] = points
+    corners = np.asarray(c["parameters"]["FORCE_PLATFORM"]["CORNERS"]["value"])
+    c["parameters"]["FORCE_PLATFORM"]["CORNERS"]["value"] = np.einsum("ij,jkp->ikp", R, corners)
+    c.write(str(tmp_path / "y_up.c3d"))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        turned = io.read_c3d(tmp_path / "y_up.c3d", warn_gaps=False).forces
+    plates = gait[0].forces
+    np.testing.assert_allclose(turned.force, plates.force @ R.T, atol=1e-9)
+    np.testing.assert_array_equal(np.isnan(turned.cop), np.isnan(plates.cop))  # the same samples kept
+    np.testing.assert_allclose(turned.cop, plates.cop @ R.T, atol=1e-12)
+    np.testing.assert_allclose(turned.free_moment, plates.free_moment, atol=1e-9)  # about the normal
 
 
 def test_c3d_missing_file(tmp_path):

@@ -282,8 +282,10 @@ def _markers(T=5, rate=100.0, labels=("A", "B"), time=None):
     "markers,pattern",
     [
         # before: written, then "the Time column advances 0.02 s a frame" on reading
-        (lambda: _markers(T=4, time=np.array([0.0, 0.01, 0.05, 0.06])),
+        (lambda: _markers(T=4, time=np.array([0.0, 0.02, 0.04, 0.06])),
          r"Markers\.time advances 0\.02 s a frame \(50 Hz\) but Markers\.rate = 100 Hz"),
+        (lambda: _markers(T=4, time=np.array([0.0, 0.01, 0.05, 0.06])),  # one jump: its frame
+         r"frame 3: Markers\.time goes from 0\.01 to 0\.05 s, but rate = 100 Hz"),
         (lambda: _markers(T=4, time=np.array([0.0, 0.01, 0.03, 0.03])),
          r"frame 3: Markers\.time goes from 0\.01 to 0\.03 s, but rate = 100 Hz"),
         (lambda: _markers(labels=("A", "")), r"marker 2 label '' cannot be written"),
@@ -345,6 +347,11 @@ def test_write_mot_round_trip_is_exact(tmp_path):
         (dict(description="ok\nx=1"), r"a description line 'x=1' cannot be written"),
         (dict(header={"a=b": "1"}), r"header entry 'a=b': '1' cannot be written"),
         (dict(labels=("a", "")), r"column label '' cannot be written"),
+        # before: read back without the spaces or the empty line
+        (dict(labels=(" a", "b")), r"column label ' a' cannot be written .*white space at an end"),
+        (dict(header={"DataType ": "double"}), r"header entry 'DataType ': 'double' has white space"),
+        (dict(name=" walk"), r"Table\.name ' walk' has white space at an end"),
+        (dict(description="one\n\nthree"), r"Table\.description 'one\\n\\nthree' has an empty line"),
         (dict(time=np.array([0.0, 0.01, 0.01])), r"row 3: time repeats 0\.01 s after 0\.01 s \(row 2\)"),
     ],
 )

@@ -40,6 +40,9 @@ def test_lowpass_gain_and_winter_correction():
     gain_c = np.abs(signal.lowpass(tone, rate, fc, correct=True)[mid]).max()
     assert abs(gain_c - 2**-0.5) < 2e-3
     assert abs(signal.winter_correction(2, 2) - 0.802) < 1e-3
+    for passes in (0, -1, 2.0):  # before: ZeroDivisionError, a complex power
+        with pytest.raises(ValueError, match=r"passes must be an int >= 1 \(filtfilt: 2\)"):
+            signal.winter_correction(2, passes)
 
 
 @pytest.mark.parametrize(
@@ -98,7 +101,11 @@ def test_residual_analysis_matches_the_frequency_domain_prediction():
     ra2 = signal.residual_analysis(np.stack([x, 2 * x], 1), rate, cutoffs=cutoffs)
     assert ra2.cutoff.shape == (2,)
     np.testing.assert_allclose(ra2.cutoff, ra.cutoff, rtol=1e-9)
-    assert ra.figure() is not None
+    assert ra.figure() is not None and ra.figure(channel=0) is not None  # before: a NumPy error for 1-D
+    line = ra2.figure(channel=1).axes[0].lines[0]
+    np.testing.assert_allclose(line.get_ydata(), ra2.residuals[:, 1])  # the channel asked for
+    with pytest.raises(ValueError, match=r"channel 2 is no index into the channels, of shape \(2,\)"):
+        ra2.figure(channel=2)
 
 
 @pytest.mark.parametrize("order", [1, 2, 3, 4])
