@@ -93,7 +93,7 @@ def _load(args, progress):
 
     if args.forces and not args.trc:
         raise InputError("--forces goes with --trc")
-    _mapping(args.marker)  # a malformed --marker: one error, not one naming the first file
+    mapping = _mapping(args.marker)  # parsed once: a malformed --marker is one error, not one per file
     if args.body_mass is not None and not (np.isfinite(args.body_mass) and args.body_mass > 0):
         raise InputError(f"--body-mass must be > 0 kg, got {args.body_mass}")
     if not (args.c3d or args.trc):
@@ -113,7 +113,7 @@ def _load(args, progress):
         for path in args.c3d:
             progress.set_description(f"reading {os.path.basename(path)}" if several else "reading C3D")
             try:
-                out.append(_load_one(args, path=path))
+                out.append(_load_one(args, mapping, path=path))
             except InputError as e:
                 raise InputError(f"{path}: {e}" if several and path not in str(e) else str(e)) from None
             progress.update()
@@ -121,7 +121,7 @@ def _load(args, progress):
     if not args.forces:
         raise InputError("--trc needs --forces FILE (the ground reaction force)")
     progress.set_description("reading TRC and forces")
-    return [_load_one(args)]
+    return [_load_one(args, mapping)]
 
 
 def _mapping(items):
@@ -155,13 +155,13 @@ def _message(e: BaseException) -> str:
     return str(e)
 
 
-def _load_one(args, path=None):
-    """One measured trial: from the C3D file ``path``, or from --trc and --forces."""
+def _load_one(args, mapping, path=None):
+    """One measured trial: from the C3D file ``path``, or from --trc and --forces
+    (``mapping``: the parsed --marker options, None for Plug-in-Gait's labels)."""
     import warnings
 
     from . import gait, io
 
-    mapping = _mapping(args.marker)
     try:
         # the readers' warnings (renamed duplicate labels, a Latin-1 file) as notes of
         # the command, not Python's warning lines with a source path

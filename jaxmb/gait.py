@@ -912,9 +912,10 @@ def analyze(
     contact to wherever p was held before it, and the first loaded sample of
     ``tests/data/Gait.c3d``'s heel strike puts p 0.3 m behind the heel: filtering
     the moment, the early-stance peaks are the same whether the plates count as
-    loaded from 20 or from 30 N (tests/test_gait.py). The ``cop`` output is the point of the filtered force's line
-    of action at the filtered height of the centre of pressure (the input itself
-    where nothing is filtered), held where the vertical force is 20 N or less.
+    loaded from 20 or from 30 N (tests/test_gait.py). The ``cop`` output is the
+    point of the filtered force's line of action at the filtered height of the
+    centre of pressure (the input itself where nothing is filtered), held where the
+    vertical force is 20 N or less.
     Filtering the kinematics but not the force (or at different cut-offs) makes the
     inertial terms, computed from smoothed accelerations, miss the impact peak that
     the unfiltered force still holds, and the moments at heel strike get large

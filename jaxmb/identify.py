@@ -1544,16 +1544,22 @@ def fit(model: Model, q, qd, qdd, *, moments=None, reactions=None, loads=None, f
     raw_w = {k: data[wkey[k]] * scale[k] for k in kinds}
     ref = np.abs(phys0.reshape(-1)[list(free_idx)])  # starting sizes (stuck-at-floor check)
 
-    def at_rounding(rd):
-        # every kind's residuals at rounding level (data fitted exactly): no step can
-        # lower the cost (damping overflow is convergence), and a robust loss has
-        # nothing to down-weight (its iterations would only chase rounding noise)
-        rd_np, off, out = np.asarray(rd), 0, True
+    def noise(rd):
+        """Each kind's residual scale (its noise estimate, in its units) from the
+        whitened residuals rd."""
+        rd_np, off, out = np.asarray(rd), 0, {}
         for k in kinds:
             r = rd_np[off:off + nobs[k]] * scale[k]
             off += nobs[k]
-            out &= bool(np.sqrt(np.sum(r * r) / max(np.sum(raw_w[k] ** 2), 1e-300)) <= 1e3 * eps * data_rms[k])
+            out[k] = float(np.sqrt(np.sum(r * r) / max(np.sum(raw_w[k] ** 2), 1e-300)))
         return out
+
+    def at_rounding(rd, kinds=kinds):
+        # the residuals of ``kinds`` at rounding level (data fitted exactly): no step
+        # can lower the cost (damping overflow is convergence), the variances have
+        # nothing to weigh, and a robust loss nothing to down-weight
+        s = noise(rd)
+        return all(s[k] <= 1e3 * eps * data_rms[k] for k in kinds)
 
     def solve(z, cfg):
         """Levenberg-Marquardt from z; a mass or inertia left stuck at its floor (see
@@ -1577,16 +1583,10 @@ def fit(model: Model, q, qd, qdd, *, moments=None, reactions=None, loads=None, f
         iters += int(it)
         if int(status) <= 0 or all(k in sigma for k in kinds):
             break
-        rd_np, off, new_scale = np.asarray(rd), 0, dict(scale)
-        for k in kinds:
-            cnt = nobs[k]
-            r = rd_np[off:off + cnt] * scale[k]
-            off += cnt
-            if k not in sigma:
-                new_scale[k] = float(np.sqrt(np.sum(r * r) / max(np.sum(raw_w[k] ** 2), 1e-300)))
         est = [k for k in kinds if k not in sigma]
-        if all(new_scale[k] <= 1e3 * eps * data_rms[k] for k in est):
+        if at_rounding(rd, est):
             break  # residuals at round-off: the data are fitted exactly, nothing to weigh
+        new_scale = noise(rd)
         change = max(abs(new_scale[k] / scale[k] - 1) for k in est)
         for k in est:
             scale[k] = max(new_scale[k], 1e3 * eps * data_rms[k])

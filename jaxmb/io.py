@@ -26,7 +26,7 @@ file (and its error names the target). They write every number so that it reads 
 as the same float64 in the file's units (``decimals=`` gives fixed-point instead; a
 value in SI units written in mm, as TRC files and a ``.forces`` file's centre of
 pressure are, is divided by 1e-3 and multiplied back when read, which may change its
-last bit: 2 % of random coordinates), and refuse, before writing anything, data that
+last bit), and refuse, before writing anything, data that
 their reader would reject or read differently.
 """
 
@@ -1198,10 +1198,11 @@ def write_mot(path, table: Table, *, decimals: Optional[int] = None) -> None:
     Raises:
         ValueError: a name or a description line with ``=`` (it would be read as a
             ``key=value`` field), a line break, white space at an end, or that is
-            ``endheader``; an empty description line; a header key that is empty or has ``=`` or a line break, a
-            value with a line break, either with white space at an end; a column
-            label that is empty, has a tab or a line break, or white space at an
-            end; times that are not finite or do not increase.
+            ``endheader``; an empty description line; a header key that is empty or
+            has ``=`` or a line break, a value with a line break, either with white
+            space at an end; a column label that is empty, has a tab or a line
+            break, or white space at an end; times that are not finite or do not
+            increase.
     """
     path = Path(path)
     where = f"write_mot({path.name})"

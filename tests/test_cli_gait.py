@@ -57,8 +57,8 @@ def _loader(change):
     """_cmd_gait._load_one that applies change(kw) to the trials of files named b*.c3d."""
     original = _cmd_gait._load_one
 
-    def load(args, path=None):
-        kw, truth, stance, desc, name, time = original(args, path)
+    def load(args, mapping, path=None):
+        kw, truth, stance, desc, name, time = original(args, mapping, path)
         if path is not None and os.path.basename(path).startswith("b"):
             kw, stance, time = change(dict(kw), stance, time)
         return kw, truth, stance, desc, name, time
@@ -148,7 +148,7 @@ def test_several_trials_of_unequal_length_equal_single_analyses():
 
     args = argparse.Namespace(c3d=[str(HERE / "data" / "Gait.c3d")], trc=None, forces=None, side="right",
                               body_mass=None, cutoff=None, marker=[])  # fmt: skip
-    kw, truth, stance, desc, name, time = _cmd_gait._load_one(args, args.c3d[0])
+    kw, truth, stance, desc, name, time = _cmd_gait._load_one(args, None, args.c3d[0])
     short = dict(kw)
     n = len(kw["hip"]) - 15
     for k in ("hip", "knee", "ankle", "toe"):
