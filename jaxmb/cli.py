@@ -18,6 +18,10 @@ __all__ = ["main", "reaching_torques"]
 # whose arguments and work live beside the feature it runs
 _COMMANDS: tuple[str, ...] = ("_cmd_gait", "_cmd_identify", "_cmd_optimal")
 
+#: the movement times (s) that ``jaxmb reach`` and ``jaxmb optimal`` accept: the
+#: fastest human reaches take about 0.1 s, slow ones tens of seconds
+_DURATION = (0.05, 60.0)
+
 
 def reaching_torques(duration: float = 0.5, *, gravity: float = 9.81, samples: int = 201,
                      height: float = 1.70, body_mass: float = 70.0, elbow0_deg: float = 10.0):
@@ -222,9 +226,14 @@ def main(argv=None) -> int:
         _compile_cache(None if args.no_cache else (args.cache_dir or default_cache_dir()), bool(args.cache_dir))
     import math
 
-    # the options that the reach and optimal commands share: a one-line error, exit 2
+    # the options that the reach and optimal commands share: a one-line error, exit 2.
+    # Both move a human arm: a duration outside 0.05 to 60 s is no arm movement (at
+    # 1e-9 s the default reach had peak hand speeds of 9e8 m/s), most likely a typo
     duration, gravity = getattr(args, "duration", 1.0), getattr(args, "gravity", 0.0)
     problem = ("--duration must be a finite number > 0 (s)" if not (math.isfinite(duration) and duration > 0) else
+               f"--duration must be between {_DURATION[0]:g} and {_DURATION[1]:g} s for a human arm's movement, "
+               f"got {duration:g} s (jaxmb.optimize takes any)"
+               if not _DURATION[0] <= duration <= _DURATION[1] else
                "--gravity must be a finite number (m/s^2)" if not math.isfinite(gravity) else
                "--samples must be >= 3" if getattr(args, "samples", 3) < 3 else None)  # fmt: skip
     if problem:

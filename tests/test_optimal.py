@@ -230,6 +230,23 @@ def test_non_finite_cost_is_reported_not_returned():
     np.testing.assert_array_equal(r.coef, init)  # the last finite iterate
 
 
+def test_a_stall_at_the_edge_of_the_cost_domain_is_not_convergence():
+    # a cost not finite beyond max q = 1.1 whose minimum (a path pulled towards 2 rad)
+    # lies beyond: before, the line search shrank its steps against the boundary (to
+    # 8e-16) until the decrease fell below ftol, and the stop was reported as status 1,
+    # "converged", with a gradient 3e4 times gtol. The same margin with the pull
+    # towards 0.9 has its minimum inside the domain: converged as before
+    def cost(target):
+        return lambda m: m.integral(m.qddd**2) + 1e8 * m.integral((m.q - target) ** 2) + jnp.sqrt(1.1 - jnp.max(m.q))
+
+    r = optimize(PENDULUM, [0.0], [1.0], 0.5, cost=cost(2.0), **KW)
+    assert int(r.status) == 4 and not bool(r.converged), STATUS[int(r.status)]
+    assert float(r.grad_norm) > 1e3 * 1e-7 and np.all(np.isfinite(r.q)) and np.isfinite(float(r.cost))
+    assert 1.09 < float(jnp.max(r.q)) < 1.1
+    inside = optimize(PENDULUM, [0.0], [1.0], 0.5, cost=cost(0.9), **KW)
+    assert bool(inside.converged), STATUS[int(inside.status)]
+
+
 def test_a_cost_not_finite_at_the_initial_guess_raises():
     # before: a NaN cost returned with status 3
     with pytest.raises(ValueError, match="not finite at the initial guess"):
@@ -487,6 +504,8 @@ def test_cli_optimal_writes_figure_and_csv(tmp_path, capsys):
 @pytest.mark.parametrize("args, match", [
     (["--nodes", "8"], "--nodes must be >= 26"),
     (["--duration", "nan"], "--duration must be a finite number > 0"),
+    # before: accepted, peak hand speeds of 9e8 m/s
+    (["--duration", "1e-9"], r"--duration must be between 0.05 and 60 s for a human arm's movement, got 1e-09 s"),
     (["--grid", "2"], "--grid 2: no grid point"),  # before: rc 2 after the main files were written
     (["--grid", "3"], "--grid 3: no grid point"),
     (["--start", "nan", "0.4"], "--start and --end must be finite"),

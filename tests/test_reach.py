@@ -115,7 +115,7 @@ def test_two_link_ik_rejects_unknown_elbow_and_unreachable_points():
 
 def test_cli_rejects_bad_arguments(tmp_path, capsys):
     for args in (["--duration", "-1"], ["--duration", "nan"], ["--duration", "inf"], ["--gravity", "nan"],
-                 ["--samples", "2"]):  # fmt: skip
+                 ["--samples", "2"], ["--duration", "61"]):  # fmt: skip
         # before: --duration nan wrote NaN results (bare NaN in the JSON) and exited 0
         assert main(["reach", *args, "--out", str(tmp_path)]) == 2
         err = capsys.readouterr().err.strip().splitlines()
