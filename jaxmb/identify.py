@@ -1312,13 +1312,24 @@ def _weights(w, lead, core, name):
     _check_finite(w, name)
     if (w < 0).any():
         raise ValueError(f"{name} must be >= 0")
+    full = lead + core
     if w.shape == lead:
         w = w.reshape(lead + (1,) * len(core))
+    # weights over the leading axes only, e.g. one per trial (trials,) for samples
+    # (trials, T): NumPy aligns them with the last axes instead, the joints when
+    # trials == segments, silently. Refused, with the shape that says either
+    lead_only = 0 < w.ndim < len(full) and w.shape == full[: w.ndim] and any(d > 1 for d in w.shape)
+    fix = (f"; for one weight per entry of the leading axes give shape "
+           f"{w.shape + (1,) * (len(full) - w.ndim)}" if lead_only else "")  # fmt: skip
     try:
-        return np.broadcast_to(w, lead + core).astype(float)
+        out = np.broadcast_to(w, full).astype(float)
     except ValueError:
         raise ValueError(f"{name} has shape {w.shape}, which broadcasts neither to the samples {lead} "
-                         f"nor to the data {lead + core}") from None
+                         f"nor to the data {full}{fix}") from None
+    if lead_only:
+        raise ValueError(f"{name} of shape {w.shape} is ambiguous: it broadcasts to the data {full} along "
+                         f"its last axes{fix}, or {(1,) * (len(full) - w.ndim) + w.shape} for the last axes")
+    return out
 
 
 def fit(model: Model, q, qd, qdd, *, moments=None, reactions=None, loads=None, free=None, prior=None,
@@ -1383,7 +1394,10 @@ def fit(model: Model, q, qd, qdd, *, moments=None, reactions=None, loads=None, f
         residual, w (y_model - y_measured) / sigma, so the cost weighs its square:
         a value of weight w counts as if its noise were sigma / w (2 as four copies
         of the value). 0 ignores a value (e.g. a moment not measured, padding of
-        trials of unequal length). ``result.rms`` weighs the same way.
+        trials of unequal length). ``result.rms`` weighs the same way. Weights over
+        some leading axes take trailing ones of size 1 (one per trial of samples
+        (trials, T): shape (trials, 1, 1)); a shape that reads both ways, such as
+        (trials,) when trials == segments, raises ValueError.
       max_iter: Levenberg-Marquardt iterations (per stage).
       ftol, xtol, gtol: tolerances on the relative cost decrease, the relative step
         and the gradient (defaults: 1e-12, 1e-10, 1e-10 in float64; 1.2e-3, 1e-5,

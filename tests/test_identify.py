@@ -690,6 +690,24 @@ def test_weights_multiply_residuals_in_the_fit_and_in_rms():
     assert res.rms["moments"] != pytest.approx(np.sqrt(np.sum(np.sqrt(w2) * r * r) / np.sum(np.sqrt(w2))), rel=1e-6)
 
 
+def test_per_trial_weights_are_not_read_as_per_joint():
+    # samples (2 trials, 30) of a 2-segment chain: weights (2,) meant one per trial
+    # and NumPy read them as one per joint, silently; refused, naming both spellings.
+    # With 3 trials, (3,) broadcasts nowhere: the message names the per-trial spelling
+    true = _chain(2, seed=9)
+    q, qd, qdd = _states(true, (3, 30), seed=9)
+    mom = np.asarray(jaxmb.joint_moments(true, q, qd, qdd))
+    with pytest.raises(ValueError, match=r"moment_weights of shape \(2,\) is ambiguous.*give shape \(2, 1, 1\), "
+                                         r"or \(1, 1, 2\) for the last axes"):
+        identify.fit(true, q[:2], qd[:2], qdd[:2], moments=mom[:2], moment_weights=np.array([1.0, 3.0]))
+    with pytest.raises(ValueError, match=r"moment_weights has shape \(3,\), which broadcasts neither.*give shape "
+                                         r"\(3, 1, 1\)"):
+        identify.fit(true, q, qd, qdd, moments=mom, moment_weights=np.array([1.0, 3.0, 2.0]))
+    w = identify._weights(np.array([1.0, 3.0]).reshape(2, 1, 1), (2, 30), (2,), "moment_weights")
+    np.testing.assert_array_equal(w[:, 0, :], [[1.0, 1.0], [3.0, 3.0]])
+    np.testing.assert_array_equal(identify._weights(np.array([1.0, 3.0]), (30,), (2,), "w")[0], [1.0, 3.0])
+
+
 def test_sigma_free_and_mask_arguments_are_checked():
     model = _chain(2, seed=10)
     q, qd, qdd = _states(model, (60,), seed=10)
