@@ -67,9 +67,9 @@ convergence only if the line search's step was at least 1e-4 of the quasi-Newton
 (at a minimum it is about 1): a cost function that is not finite beyond some boundary
 (a square root or a logarithm of a margin) whose minimum lies beyond it makes the line
 search shrink its steps against that boundary until the decrease vanishes, a stop
-reported as status 4 (not converged).
-Enough nodes for the basis are required (:func:`min_nodes`), so that the optimiser
-cannot lower the cost by exploiting the quadrature error.
+reported as status 4 (not converged). Enough nodes for the basis are required
+(:func:`min_nodes`), so that the optimiser cannot lower the cost by exploiting the
+quadrature error.
 """
 
 from __future__ import annotations
@@ -525,8 +525,8 @@ _FLOOR = 3e-3
 #: below ftol is a stall, not convergence (status 4). At the 31 ftol stops of 96 hand
 #: reaches (Uno's arm and a 3-link arm, 6 targets, the four costs, float32 and float64;
 #: measured while developing) the accepted step was 0.18 to 1; against a cost that is
-#: not finite beyond the optimum, 1e-15 (tests/test_optimal.py: test_a_stall_at_the_edge_of_the_cost_domain_is_not_
-#: convergence).
+#: not finite beyond the optimum, 1e-15 (tests/test_optimal.py:
+#: test_a_stall_at_the_edge_of_the_cost_domain_is_not_convergence).
 _STALL = 1e-4
 
 
