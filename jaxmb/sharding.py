@@ -145,12 +145,16 @@ def sharded(fn: Callable, mesh: Mesh | None = None, *, batch_axis: int = 0, vali
     afterwards (``jnp.mean`` of the sharded result runs where the data lie). Every
     output leaf must carry the batch on ``batch_axis`` too: one that does not (a
     reduced value, :func:`jaxmb.simulate`'s ``q`` of shape (steps + 1, B, dof)) raises
-    a ValueError, not a wrong result.
+    a ValueError, not a wrong result, also where another of its axes equals the batch
+    size (``fn`` is traced on one device's block of the batch too, where the batch
+    axis shrinks and the others do not).
 
     Inputs are checked before anything is dispatched, so that errors are those of
     the unsharded call: ``fn`` is traced once (per set of shapes) on the whole
-    batch's shapes, so a shape error quotes the shapes given, not a device's block;
-    and with ``validate`` every floating array of the batch is checked for NaN and
+    batch's shapes, so a shape error quotes the shapes given, not a device's block
+    (an array whose first axis is no batch axis but happens to equal the batch size,
+    a single sample (dof,) with B = dof, fails on the block, and the ValueError says
+    so); and with ``validate`` every floating array of the batch is checked for NaN and
     inf (a ``ValueError`` naming the argument, as jaxmb's core functions raise).
 
     Example::
@@ -188,10 +192,12 @@ def sharded(fn: Callable, mesh: Mesh | None = None, *, batch_axis: int = 0, vali
         argument that is a nested list, and whatever ``fn`` raises for the whole
         batch's shapes.
     """
+    if mesh is not None and not isinstance(mesh, Mesh):
+        raise ValueError(f"mesh must be a jax.sharding.Mesh (e.g. jaxmb.batch_mesh(devices)) or None, got {mesh!r}")
     if mesh is not None and len(mesh.axis_names) != 1:
         raise ValueError(f"mesh must be one-dimensional (one axis for the batch), got axes {mesh.axis_names}")
-    if batch_axis not in (0, -1):
-        raise ValueError(f"batch_axis must be 0 or -1, got {batch_axis!r}")
+    if isinstance(batch_axis, bool) or not isinstance(batch_axis, (int, np.integer)) or batch_axis not in (0, -1):
+        raise ValueError(f"batch_axis must be the int 0 or -1, got {batch_axis!r}")
     cache = {}
 
     @functools.wraps(fn)
@@ -264,16 +270,36 @@ def _build(call, mesh, name, ndev, batched, B, batch_axis, args):
     in_specs = tuple(spec_tree(a, b) for a, b in zip(args, batched))
 
     # traced on the whole batch first: the function's own shape checks then quote the
-    # shapes the caller gave (a device's block has the same number of dimensions)
+    # shapes the caller gave (a device's block has the same number of dimensions);
+    # then on one device's block, so that an output axis that only happens to equal
+    # the batch size (simulate's q, (steps + 1, B, dof), with steps + 1 == B) is told
+    # from the batch axis, which shrinks with the block
+    block = (B + pad) // ndev
+
+    def on_block(x):
+        shape = list(np.shape(x))
+        shape[batch_axis] = block
+        return jax.ShapeDtypeStruct(tuple(shape), jnp.result_type(x))
+
     out_shapes = jax.eval_shape(call, *args)
-    for path, o in jax.tree_util.tree_flatten_with_path(out_shapes)[0]:
-        if o.ndim == 0 or o.shape[batch_axis] != B:
+    try:
+        block_shapes = out_shapes if block == B else jax.eval_shape(
+            call, *(jax.tree_util.tree_map(on_block, a) if b else a for a, b in zip(args, batched)))
+    except (ValueError, TypeError) as e:
+        raise ValueError(f"sharded: the function takes the whole batch of {B} but not one device's block of "
+                         f"{block} samples ({e}): is axis {batch_axis} of every batched array its batch axis? (a "
+                         "single sample needs a batch axis of 1; an array shared by all samples belongs in a "
+                         "closure or functools.partial)") from e  # fmt: skip
+    block_leaves = jax.tree_util.tree_leaves(block_shapes)
+    for (path, o), ob in zip(jax.tree_util.tree_flatten_with_path(out_shapes)[0], block_leaves):
+        if o.ndim == 0 or o.shape[batch_axis] != B or ob.ndim != o.ndim or ob.shape[batch_axis] != block:
             where = jax.tree_util.keystr(path) or "the output"
-            raise ValueError(f"sharded: {where} has shape {tuple(o.shape)} for a batch of {B}: every output must "
-                             f"carry the batch on axis {batch_axis} (each device computes its block of it). "
-                             "Reduce over the batch after the sharded call, and move another batch axis to "
-                             f"{batch_axis} inside the function (simulate's q is (steps + 1, B, dof): "
-                             "jnp.moveaxis(result.q, 1, 0))")  # fmt: skip
+            raise ValueError(f"sharded: {where} has shape {tuple(o.shape)} for a batch of {B}"
+                             + (f" and {tuple(ob.shape)} for a block of {block}" if ob.ndim and block != B else "")
+                             + f": every output must carry the batch on axis {batch_axis} (each device computes "
+                             "its block of it). Reduce over the batch after the sharded call, and move another "
+                             f"batch axis to {batch_axis} inside the function (simulate's q is (steps + 1, B, "
+                             "dof): jnp.moveaxis(result.q, 1, 0))")  # fmt: skip
     out_specs = jax.tree_util.tree_map(lambda o: _spec(o.ndim, batch_axis, name), out_shapes)
     mapped = _shard_map(call, mesh=mesh, in_specs=in_specs, out_specs=out_specs, **_NO_CHECK)
 

@@ -10,6 +10,7 @@ raises the unsharded call's error before dispatch.
 import functools
 import json
 import os
+import re
 import subprocess
 import sys
 import textwrap
@@ -107,6 +108,19 @@ SCRIPT = textwrap.dedent(
             except ValueError as e:
                 msgs.append(str(e))
         out["errors"][key] = msgs
+    # an output axis that only equals the batch size (simulate's q, (steps + 1, B, dof),
+    # with steps + 1 == B = 8) and a single sample (dof,) read as a batch of dof: each
+    # returned a wrong result (shapes (32, 3, 3) and (4, ...)) or a block's error
+    def trajectory(model, q0, qd0):
+        return jaxmb.simulate(model, q0, qd0, 0.0, 0.01, steps=7).q
+
+    out["block_errors"] = {}
+    for key, call in {"steps_equal_batch": lambda: sharded(trajectory)(model, q[:8], qd[:8]),
+                      "single_sample": lambda: sharded(inverse)(model, q[0], qd[0], qdd[0])}.items():
+        try:
+            out["block_errors"][key] = "no error, shape " + str(call().shape)
+        except ValueError as e:
+            out["block_errors"][key] = str(e)
     # the gradient of a loss over the sharded batch: each device sums its block
     # (the hand-derived adjoint, and JAX's reverse mode), the blocks are summed
     import jax.numpy as jnp
@@ -170,6 +184,12 @@ def test_single_device_and_validation():
         sharded(jaxmb.inverse_dynamics)(model, q, qd, qdd[:4])
     with pytest.raises(ValueError, match="batch_axis"):
         sharded(jaxmb.inverse_dynamics, batch_axis=1)
+    # before: accepted, and a TypeError at the call
+    with pytest.raises(ValueError, match="batch_axis must be the int 0 or -1, got 0.0"):
+        sharded(jaxmb.inverse_dynamics, batch_axis=0.0)
+    # before: an AttributeError ('str' object has no attribute 'axis_names')
+    with pytest.raises(ValueError, match="mesh must be a jax.sharding.Mesh .* got 'cpu'"):
+        sharded(jaxmb.inverse_dynamics, "cpu")
     # a keyword array is a batch: one shared by every sample belongs in a partial
     shared = np.ones((model.segments, 3))
     with pytest.raises(ValueError, match=r"same batch size on axis 0, got q \(8, 2\), .*loads \(2, 3\).*partial"):
@@ -213,6 +233,17 @@ def test_keyword_batches_are_split_and_errors_are_the_unsharded_ones(four_device
     assert errors["nan"][0] == errors["nan"][1] == "q is not finite at index (37, 1): nan"
     assert errors["inf_loads"][0] == errors["inf_loads"][1] == "loads is not finite at index (50, 2, 0): inf"
     assert errors["dof"][0] == errors["dof"][1] and f"got shape (64, {dof - 1})" in errors["dof"][0]
+
+
+def test_outputs_and_inputs_are_checked_on_a_block_too(four_devices):
+    dof = four_devices["dof"]
+    err = four_devices["block_errors"]
+    assert err["steps_equal_batch"].startswith(
+        f"sharded: the output has shape (8, 8, {dof}) for a batch of 8 and (8, 2, {dof}) for a block of 2: "
+        "every output must carry the batch on axis 0"), err["steps_equal_batch"]
+    assert re.match(rf"sharded: the function takes the whole batch of {dof} but not one device's block of 1 "
+                    r"samples \(q must have shape .* got shape \(1,\)\): is axis 0 of every batched array its "
+                    "batch axis", err["single_sample"]), err["single_sample"]
 
 
 def test_gradient_through_sharded_batch(four_devices):
