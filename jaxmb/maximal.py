@@ -26,10 +26,14 @@ ground) exerts on segment i at joint i, world frame** -- jaxmb's sign of lambda
 moment tau_i (:func:`jaxmb.joint_moments`) enters as an applied wrench, +tau_i on
 segment i and -tau_i on its parent (:func:`joint_moment_loads`).
 
-The dynamics use only the hand-written constraints, not the pose map (which serves
-only to convert a minimal-coordinate state in :func:`from_minimal`), so they are an
-independent reference for the projection and for forward dynamics (the tests compare
-them to round-off on random chains and trees). It works for any model: chain or tree,
+:func:`accelerations` and :func:`simulate` use only the hand-written constraints,
+not the pose map (which serves only to convert a minimal-coordinate state in
+:func:`from_minimal`), so they are an independent reference for forward dynamics and
+for the projection's multipliers (the tests compare them to round-off on random
+chains and trees). :func:`reactions` takes the joint moments that it applies from
+:func:`jaxmb.joint_moments` (the recursion), so it checks the projection's forces
+given those moments, and a floating root's row is the base force of
+:func:`jaxmb.inverse_dynamics`, as in :func:`jaxmb.joint_reactions` (by construction). It works for any model: chain or tree,
 fixed or floating base, relative or absolute coordinates (which only matter in the
 conversions :func:`from_minimal` and :func:`to_minimal`). A floating root carries no
 constraint: its row of mu is zero in :func:`accelerations` and :func:`simulate`.
@@ -360,7 +364,7 @@ def accelerations(model: Model, p, pd, loads=None, *, alpha=0.0, beta=0.0):
     return _solve(model, p, pd, loads, alpha, beta)
 
 
-def reactions(model: Model, q, qd, qdd, loads=None):
+def reactions(model: Model, q, qd, qdd, loads=None, *, gradient: str = "adjoint"):
     """Joint reactions by the classical multiplier formula, (segments, 2), N.
 
     The minimal-coordinate state is converted to maximal coordinates, the joint
@@ -372,8 +376,11 @@ def reactions(model: Model, q, qd, qdd, loads=None):
     root's row is that force, as in :func:`jaxmb.joint_reactions`.
 
     This is the formula that Blajer and Czaplicki's projection replaces: one linear
-    solve of size 2 x joints per sample instead of none. It is an independent check
-    of :func:`jaxmb.joint_reactions` (equal to round-off for an admissible state).
+    solve of size 2 x joints per sample instead of none. Given the moments of the
+    recursion it is an independent check of the forces of
+    :func:`jaxmb.joint_reactions` (equal to round-off for an admissible state); the
+    moments themselves are checked by :func:`accelerations` (forward dynamics in
+    maximal coordinates).
 
     Args:
       model: the model.
@@ -381,6 +388,10 @@ def reactions(model: Model, q, qd, qdd, loads=None):
         sample; ``jax.vmap`` for a batch).
       loads: optional (segments, 3) world-frame wrenches (Fx, Fy, Mz) at the centres
         of mass (N, N, N m), besides gravity.
+      gradient: how the joint moments (and a floating base's force) are
+        differentiated, as in :func:`jaxmb.joint_moments`: "adjoint" (default;
+        reverse mode) or "autodiff" (forward mode as well: ``jax.jvp``,
+        ``jax.jacfwd``).
 
     Returns:
       (segments, 2) the force that the parent (or the ground) exerts on each segment
@@ -393,11 +404,11 @@ def reactions(model: Model, q, qd, qdd, loads=None):
         loads = jnp.zeros_like(p)
     _prepare(model, loads=loads)  # the shape check
     loads = jnp.asarray(loads).astype(p.dtype)
-    tau = joint_moments(model, q, qd, qdd, loads)
+    tau = joint_moments(model, q, qd, qdd, loads, gradient=gradient)
     w = loads + joint_moment_loads(model, tau)
     if model.base == "floating":
         # the base's force F at the root's proximal point P_0 (its moment is tau_0)
-        F = inverse_dynamics(model, q, qd, qdd, loads)[:2]
+        F = inverse_dynamics(model, q, qd, qdd, loads, gradient=gradient)[:2]
         d = _proximal(model, p)[0] - p[0, :2]
         w = w.at[0].add(jnp.stack([F[0], F[1], d[0] * F[1] - d[1] * F[0]]))
     _, mu = _solve(model, p, pd, w, 0.0, 0.0)
@@ -438,7 +449,10 @@ def simulate(model: Model, p0, pd0, dt, steps: int, *, loads=None, has_aux: bool
       model: the model.
       p0, pd0: (segments, 3) initial maximal coordinates and velocities (admissible:
         e.g. from :func:`from_minimal`).
-      dt: time step, s (a finite scalar).
+      dt: time step, s (a finite scalar; a negative one integrates backwards, with
+        the sign of the damping term 2 alpha Phidot turned so that the constraint
+        error still decays along the integration: unturned, it grew, to NaN within
+        2 s for a double pendulum at dt = -1 ms).
       steps: number of steps, an int >= 0.
       loads: None, a constant (segments, 3) array, or a function ``loads(t, p, pd)``
         returning the (segments, 3) wrenches at the centres of mass besides gravity:
@@ -490,10 +504,14 @@ def simulate(model: Model, p0, pd0, dt, steps: int, *, loads=None, has_aux: bool
         w = jnp.asarray(w)
         if w.shape != (n, 3):
             raise ValueError(f"loads(t, p, pd) must return shape ({n}, 3), got shape {w.shape}")
-        pdd, mu = _solve(model, p, pd, w.astype(dtype), alpha, beta)
+        pdd, mu = _solve(model, p, pd, w.astype(dtype), alpha_dir, beta)
         return pdd, mu, aux
 
     dt = jnp.asarray(dt, dtype)
+    # Phidd + 2 alpha Phidot + beta^2 Phi = 0 damps the constraint error forwards in
+    # time; backwards (s = -t) it reads Phi'' - 2 alpha Phi' + beta^2 Phi = 0 and the
+    # error grows, so the damping takes the sign of dt
+    alpha_dir = jnp.sign(dt) * jnp.asarray(alpha, dtype)
 
     def step(state, k):
         p, pd = state
