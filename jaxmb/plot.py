@@ -10,6 +10,13 @@ _TERMS = (("inertial", "M q̈ (inertial)"), ("coriolis", "C (Coriolis/centripeta
           ("gravity", "G (gravity)"), ("external", "E (external)"), ("total", "total"))
 
 
+def _check_model(model, name="model"):
+    from .model import Model
+
+    if not isinstance(model, Model):
+        raise ValueError(f"{name} must be a jaxmb Model, got {type(model).__name__}")
+
+
 def torque_components_figure(t, parts, *, joint_names=None, title=None, model=None):
     """One panel per generalized coordinate with the terms of tau = M qdd + C + G + E
     over time.
@@ -17,43 +24,64 @@ def torque_components_figure(t, parts, *, joint_names=None, title=None, model=No
     Args:
       t: (T,) time, s.
       parts: dict of (T, dof) arrays as returned by :func:`jaxmb.torque_components`
-        on a (T, dof) time series.
-      joint_names: optional names of the dof (default: from ``model``, else q0, q1, ...).
+        on a (T, dof) time series: any of its terms "inertial", "coriolis",
+        "gravity", "external" and "total" (the ones present are drawn).
+      joint_names: optional sequence of the dof's names (default: from ``model``,
+        else q0, q1, ...).
       title: optional figure title.
       model: optional; gives each panel its unit (N for a floating base's two
         translations, N m for the angles) and default names. Without it every
-        panel reads "N m (N for a translation)".
+        panel reads "N m, or N for a translation".
 
     Returns:
-      a ``matplotlib.figure.Figure`` (save it with ``fig.savefig``).
+      a ``matplotlib.figure.Figure`` (save it with ``fig.savefig``): the panels in
+      rows of at most 4.
     """
     from matplotlib.figure import Figure
 
-    total = np.asarray(parts["total"])
+    if not isinstance(parts, dict) or not any(k in parts for k, _ in _TERMS):
+        got = sorted(map(str, parts)) if isinstance(parts, dict) else type(parts).__name__
+        raise ValueError(f"parts must be a dict with some of the terms {', '.join(k for k, _ in _TERMS)} "
+                         f"(jaxmb.torque_components' result), got {got}")  # fmt: skip
+    if model is not None:
+        _check_model(model)
+    terms = {k: np.asarray(parts[k]) for k, _ in _TERMS if k in parts}
     t = np.asarray(t)
-    if total.ndim != 2 or t.shape != total.shape[:1]:
-        raise ValueError(f"parts must hold (T, dof) arrays over the (T,) times, got t {t.shape} and total "
-                         f"{total.shape}")  # fmt: skip
-    dof = total.shape[1]
+    first = next(iter(terms.values()))
+    for k, v in terms.items():
+        if v.ndim != 2 or t.ndim != 1 or t.shape != v.shape[:1] or v.shape != first.shape:
+            raise ValueError(f"parts must hold (T, dof) arrays over the (T,) times, got t {t.shape} and "
+                             f"{k} {v.shape}" + (f" ({next(iter(terms))} {first.shape})" if v is not first else ""))
+    dof = first.shape[1]
     nb = 0 if model is None else model.nbase
     if model is not None and model.dof != dof:
         raise ValueError(f"parts have {dof} coordinates but the model has dof={model.dof}")
     if joint_names is None:
         joint_names = ([f"q{j}" for j in range(dof)] if model is None
                        else ["base x", "base y"][:nb] + list(model.names))  # fmt: skip
+    if isinstance(joint_names, str):
+        raise ValueError(f"joint_names must be a sequence of names, one per coordinate, not the string "
+                         f"{joint_names!r}")  # fmt: skip
     names = list(joint_names)
     if len(names) != dof:
         raise ValueError(f"joint_names must have {dof} entries (one per coordinate), got {len(names)}")
-    fig = Figure(figsize=(4.2 * dof, 3.6), layout="constrained")
-    axes = fig.subplots(1, dof, sharex=True, squeeze=False)[0]
+    cols = min(dof, 4)
+    rows = -(-dof // cols)
+    fig = Figure(figsize=(4.2 * cols, 3.4 * rows), layout="constrained")
+    grid = fig.subplots(rows, cols, sharex=True, squeeze=False).ravel()
+    for ax in grid[dof:]:
+        ax.remove()
+    axes = grid[:dof]
+    for ax in axes[max(dof - cols, 0):]:  # the lowest panel of each column keeps its time ticks
+        ax.xaxis.set_tick_params(labelbottom=True)
     for j, ax in enumerate(axes):
         for key, label in _TERMS:
-            if key in parts:
+            if key in terms:
                 style = dict(color="k", ls="--", lw=2.5) if key == "total" else dict(lw=1.8)
-                ax.plot(t, np.asarray(parts[key])[:, j], label=label, **style)
+                ax.plot(t, terms[key][:, j], label=label, **style)
         ax.set_title(names[j])
         ax.set_xlabel("time (s)")
-        unit = "N m (N for a translation)" if model is None else ("N" if j < nb else "N m")
+        unit = "N m, or N for a translation" if model is None else ("N" if j < nb else "N m")
         ax.set_ylabel(f"generalized force ({unit})")
         ax.axhline(0, color="0.7", lw=0.8)
     axes[-1].legend(fontsize=8, loc="best")
@@ -70,6 +98,7 @@ def stick_figure(model, qs, *, every=1, ax=None, color="C0"):
       qs: (T, dof) coordinates, or (dof,) for one pose.
       every: draw one pose in ``every``.
       ax: an existing matplotlib Axes; a new Figure is made when None.
+      color: the segments' matplotlib colour (default "C0").
 
     Returns:
       the Figure (or the Axes' figure).
@@ -78,6 +107,7 @@ def stick_figure(model, qs, *, every=1, ax=None, color="C0"):
 
     from .kinematics import distal_positions, joint_positions
 
+    _check_model(model)
     qs = np.asarray(qs)
     if qs.ndim == 1:
         qs = qs[None]  # one pose

@@ -25,11 +25,28 @@ def test_torque_components_figure_gives_each_panel_its_unit():
     assert [ax.get_title() for ax in fig.axes][:3] == ["base x", "base y", human.names[0]]
     # without the model every panel says both units
     assert {ax.get_ylabel() for ax in plot.torque_components_figure(t, parts).axes} == {
-        "generalized force (N m (N for a translation))"}
+        "generalized force (N m, or N for a translation)"}
+    # nine panels in rows of four (they were one row 37.8 inches wide), each with its
+    # time axis: the lowest panel of each column shows its tick labels
+    assert len(fig.axes) == 9 and tuple(fig.get_size_inches()) == pytest.approx((16.8, 10.2))
+    assert [ax.xaxis.get_tick_params()["labelbottom"] for ax in fig.axes] == [False] * 5 + [True] * 4
     with pytest.raises(ValueError, match="joint_names must have 9 entries"):
         plot.torque_components_figure(t, parts, joint_names=["a"])
     with pytest.raises(ValueError, match="parts have 9 coordinates but the model has dof=2"):
         plot.torque_components_figure(t, parts, model=jaxmb.two_link_arm())
+    # before: a string split into one-letter names, a KeyError, AttributeErrors
+    with pytest.raises(ValueError, match="joint_names must be a sequence of names, one per coordinate, not the "
+                                         "string 'abcdefghi'"):
+        plot.torque_components_figure(t, parts, joint_names="abcdefghi")
+    with pytest.raises(ValueError, match=r"parts must be a dict with some of the terms .*got tuple"):
+        plot.torque_components_figure(t, tuple(parts.values()))
+    with pytest.raises(ValueError, match="model must be a jaxmb Model, got str"):
+        plot.torque_components_figure(t, parts, model="human")
+    with pytest.raises(ValueError, match=r"got t \(6,\) and gravity \(3, 9\)"):
+        plot.torque_components_figure(t, {"total": parts["total"], "gravity": parts["gravity"][:3]})
+    # any of the terms: those present are drawn
+    fig = plot.torque_components_figure(t, {"gravity": parts["gravity"]}, model=human)
+    assert [line.get_label() for line in fig.axes[0].lines[:1]] == ["G (gravity)"]
 
 
 def test_stick_figure_takes_one_pose_and_checks_every():
