@@ -213,8 +213,10 @@ def sharded(fn: Callable, mesh: Mesh | None = None, *, batch_axis: int = 0, vali
                 raise ValueError(f"sharded: {k}= is a nested list: give an array to split it over the batch "
                                  "(a keyword list is otherwise a static option, passed whole to every device; "
                                  "values shared by all samples belong in a closure or functools.partial)")  # fmt: skip
-        # array-valued keyword arguments join the positional ones (after them)
-        kw_names = tuple(k for k, v in kwargs.items() if _is_batch_option(v))
+        # array-valued keyword arguments join the positional ones (after them), and so
+        # do models (replicated data: as static options they were unhashable, and
+        # every call traced and compiled anew)
+        kw_names = tuple(k for k, v in kwargs.items() if _is_batch_option(v) or isinstance(v, Model))
         options = {k: v for k, v in kwargs.items() if k not in kw_names}
         xs = args + tuple(kwargs[k] for k in kw_names)
         labels = _labels(fn, len(args)) + list(kw_names)

@@ -169,7 +169,7 @@ def test_sharded_results_equal_one_device(four_devices):
     assert four_devices["uneven_max_diff"] <= WHOLE_ATOL
 
 
-def test_single_device_and_validation():
+def test_single_device_and_validation(monkeypatch):
     model = jaxmb.chain([0.4, 0.3], 0.2, [2.0, 1.5], [0.03, 0.02])
     rng = np.random.default_rng(3)
     q, qd, qdd = (rng.standard_normal((8, 2)) for _ in range(3))
@@ -214,6 +214,18 @@ def test_single_device_and_validation():
     np.testing.assert_allclose(got, jaxmb.inverse_dynamics(model, q, qd, qdd), rtol=0, atol=WHOLE_ATOL)
     with pytest.raises(ValueError, match="loads= is a nested list: give an array"):
         sharded(jaxmb.inverse_dynamics, mesh)(model, q, qd, qdd, loads=np.zeros((8, 2, 3)).tolist())
+    # a model given by keyword is replicated data, not a static option: the second
+    # call reuses the compiled function (it traced and compiled anew: 0.28 s a call)
+    import jaxmb.sharding as js
+
+    builds, build = [], js._build
+    monkeypatch.setattr(js, "_build", lambda *a: builds.append(1) or build(*a))
+    ids = sharded(jaxmb.inverse_dynamics, mesh)
+    for scale in (1.0, 2.0):
+        m2 = model.replace(mass=model.mass * scale)
+        got = ids(model=m2, q=q, qd=qd, qdd=qdd)
+        np.testing.assert_allclose(got, jaxmb.inverse_dynamics(m2, q, qd, qdd), rtol=0, atol=WHOLE_ATOL)
+    assert len(builds) == 1
     nan_q = q.copy()
     nan_q[3, 0] = np.nan
     with pytest.raises(ValueError, match=r"q is not finite at index \(3, 0\)"):
