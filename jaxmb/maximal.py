@@ -33,9 +33,10 @@ for the projection's multipliers (the tests compare them to round-off on random
 chains and trees). :func:`reactions` takes the joint moments that it applies from
 :func:`jaxmb.joint_moments` (the recursion), so it checks the projection's forces
 given those moments, and a floating root's row is the base force of
-:func:`jaxmb.inverse_dynamics`, as in :func:`jaxmb.joint_reactions` (by construction). It works for any model: chain or tree,
-fixed or floating base, relative or absolute coordinates (which only matter in the
-conversions :func:`from_minimal` and :func:`to_minimal`). A floating root carries no
+:func:`jaxmb.inverse_dynamics`, as in :func:`jaxmb.joint_reactions` (by
+construction). It works for any model: chain or tree, fixed or floating base,
+relative or absolute coordinates (which only matter in the conversions
+:func:`from_minimal` and :func:`to_minimal`). A floating root carries no
 constraint: its row of mu is zero in :func:`accelerations` and :func:`simulate`.
 
 Functions take one sample (``p`` of shape (segments, 3)); ``jax.vmap`` them for

@@ -152,10 +152,11 @@ def sharded(fn: Callable, mesh: Mesh | None = None, *, batch_axis: int = 0, vali
     Inputs are checked before anything is dispatched, so that errors are those of
     the unsharded call: ``fn`` is traced once (per set of shapes) on the whole
     batch's shapes, so a shape error quotes the shapes given, not a device's block
-    (an array whose first axis is no batch axis but happens to equal the batch size,
-    a single sample (dof,) with B = dof, fails on the block, and the ValueError says
-    so); and with ``validate`` every floating array of the batch is checked for NaN and
-    inf (a ``ValueError`` naming the argument, as jaxmb's core functions raise).
+    (an array whose ``batch_axis`` is no batch axis but happens to equal the batch
+    size, a single sample (dof,) with B = dof, fails on the block, and the
+    ValueError says so); and with ``validate`` every floating array of the batch is
+    checked for NaN and inf (a ``ValueError`` naming the argument, as jaxmb's core
+    functions raise).
 
     Example::
 
