@@ -1711,7 +1711,7 @@ def _base_fit(model, linear, kinds, sigma, ydt, rtol) -> "BaseFit":
         xb, *_ = np.linalg.lstsq(np.concatenate([a * wk for (a, _), wk in zip(rows, w)]),
                                  np.concatenate([b * wk for (_, b), wk in zip(rows, w)]), rcond=None)  # fmt: skip
         new = []
-        for (a, b), k, old in zip(rows, kinds, s2):
+        for (a, b), k in zip(rows, kinds):
             r = a @ xb - b
             # each kind's share of the degrees of freedom the fit took (N - rank in all)
             dof = max(a.shape[0] - bp.rank * a.shape[0] / N, 1.0)

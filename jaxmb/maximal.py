@@ -452,8 +452,8 @@ def simulate(model: Model, p0, pd0, dt, steps: int, *, loads=None, has_aux: bool
         e.g. from :func:`from_minimal`).
       dt: time step, s (a finite scalar; a negative one integrates backwards, with
         the sign of the damping term 2 alpha Phidot turned so that the constraint
-        error still decays along the integration: unturned, it grew, to NaN within
-        2 s for a double pendulum at dt = -1 ms).
+        error still decays along the integration; unturned, it grows backwards in
+        time: tests/test_maximal.py).
       steps: number of steps, an int >= 0.
       loads: None, a constant (segments, 3) array, or a function ``loads(t, p, pd)``
         returning the (segments, 3) wrenches at the centres of mass besides gravity:

@@ -522,11 +522,11 @@ def _metric(model: Model, q_start, q_end, duration, weights, cfg: _Config, terms
 _FLOOR = 3e-3
 
 #: Below this step of the line search (a fraction of the quasi-Newton step), a decrease
-#: below ftol is a stall, not convergence (status 4). At the 31 ftol stops of 96 hand
-#: reaches (Uno's arm and a 3-link arm, 6 targets, the four costs, float32 and float64;
-#: measured while developing) the accepted step was 0.18 to 1; against a cost that is
-#: not finite beyond the optimum, 1e-15 (tests/test_optimal.py:
-#: test_a_stall_at_the_edge_of_the_cost_domain_is_not_convergence).
+#: below ftol is a stall, not convergence (status 4). Near a minimum the accepted step
+#: is of order 1 (every ftol stop of tests/test_optimal.py, float32 included, still
+#: converges); against a cost that is not finite beyond the optimum it shrinks by
+#: many orders of magnitude (test_a_stall_at_the_edge_of_the_cost_domain_is_not_
+#: convergence).
 _STALL = 1e-4
 
 
