@@ -425,7 +425,7 @@ def _segment_spec(segments, body_mass, table, lead: tuple):
         raise ValueError(f"table must be one of {sorted(_TABLE_ROWS)}, got {table!r}")
     from .anthropometry import _row
 
-    M = np.broadcast_to(np.asarray(body_mass, dtype=float), lead).reshape(B)
+    M = np.broadcast_to(_per_trial(body_mass, "body_mass", "kg", lead), lead).reshape(B)
     rows = [_row(table, s) for s in _TABLE_ROWS[table]]
     fm = np.array([r.mass for r in rows])
     fc = np.array([r.com for r in rows])
@@ -465,14 +465,18 @@ def _resample_index(n_out: int, rate_out: float, n_in: int, rate_in: float, name
 
 
 @functools.lru_cache(maxsize=None)
-def _template():
+def _template(x64: bool):
+    """The leg's topology, with the parameters of the dtype of the calls that use it
+    (one template per dtype: ``analyze(dtype=...)`` runs in a scoped
+    ``jax.enable_x64``, so ``x64`` is the scope's; a template built in the other
+    would be cast, with Model.astype's warning for float32 at float64)."""
     import jax
 
     from .model import tree
 
     # concrete arrays even when first called inside a trace (the result is cached)
     with jax.ensure_compile_time_eval():
-            return tree([-1, 0, 1], [0.4, 0.4, 0.2], [0.2, 0.2, 0.0], [1.0, 1.0, 1.0], [0.1, 0.1, 0.1],
+        return tree([-1, 0, 1], [0.4, 0.4, 0.2], [0.2, 0.2, 0.0], [1.0, 1.0, 1.0], [0.1, 0.1, 0.1],
                     base="floating", coordinates="absolute", names=SEGMENTS)  # fmt: skip
 
 
@@ -550,7 +554,7 @@ def _dynamics(params, q, qd, qdd, frc, mz, pelvis, pelvis_rate, *, terms: bool, 
     from .reactions import joint_reactions
 
     L, d, m, I, g = params
-    template = _template()
+    template = _template(L.dtype == jnp.float64)
 
     def model_of(L, d, m, I, g):
         com = jnp.stack([d, jnp.zeros_like(d)], -1)
@@ -883,6 +887,7 @@ def analyze(
     gravity: float = 9.81,
     pelvis=None,
     frames=None,
+    force_frames=None,
     convention: str = "jaxmb",
     terms: bool = False,
     outputs=None,
@@ -943,8 +948,9 @@ def analyze(
     ``gravity`` shared; ``segments`` arrays ``(3,)`` or ``(..., 3)``; ``body_mass``
     ``()`` or ``(...)``): the trials run in one jitted computation. Trials of unequal
     length: give lists of per-trial arrays (padded here), or padded arrays with
-    ``frames`` ``(...,)`` valid samples per trial; samples past ``frames`` are NaN in
-    the result and False in ``result.mask``. Inside, a loop takes a few trials at a
+    ``frames`` ``(...,)`` valid samples per trial (and ``force_frames``, valid force
+    samples, for a force at another rate); the padding is ignored, and samples past
+    ``frames`` are NaN in the result and False in ``result.mask``. Inside, a loop takes a few trials at a
     time on the CPU (4: their intermediates stay in the cache) and up to 2^22 samples
     worth of trials a step on a GPU or TPU (chosen without a GPU to measure it).
 
@@ -977,6 +983,14 @@ def analyze(
       pelvis: optional (..., T) pelvis angle, rad, CCW: the hip angle and hip power
         are taken relative to it (default: a pelvis that does not rotate).
       frames: optional (...) int, valid samples per trial of padded inputs.
+      force_frames: optional (...) int, valid force samples per trial of padded
+        inputs (the samples past them are ignored: NaN or anything). Default:
+        without ``frames`` every sample; with ``frames`` and as many force samples
+        as kinematics ones, ``frames``; with ``frames`` and a force at another rate,
+        the force samples within each trial's valid kinematics, ``floor((frames -
+        1) * force_rate / rate) + 1``. A trial whose force runs past its last frame
+        (a 0.45 s trial at 100 Hz with 450 samples at 1 kHz: 441 by default) gives
+        them here, so that the filter sees the same samples as for the trial alone.
       convention: "jaxmb" or "clinical".
       terms: also return the contribution of each term (:data:`TERMS`) in
         ``result.terms`` (for :func:`term_effects`; four more inverse dynamics passes;
@@ -1021,8 +1035,9 @@ def analyze(
     # --- inputs to (B, T, ...) arrays and valid frame counts
     ragged = _is_ragged(hip)
     if ragged:
-        if frames is not None:
-            raise ValueError("give either lists of trials (padded here) or padded arrays with frames=, not both")
+        if frames is not None or force_frames is not None:
+            raise ValueError("give either lists of trials (padded here) or padded arrays with frames= "
+                             "(and force_frames=), not both")
         pts, fr = {}, []
         for name, x in (("hip", hip), ("knee", knee), ("ankle", ankle), ("toe", toe)):
             if not _is_ragged(x) or len(x) != len(hip):
@@ -1095,7 +1110,15 @@ def analyze(
             kin_frames = fr.reshape(B).astype(int)
             if (kin_frames < 1).any() or (kin_frames > T).any():
                 raise ValueError(f"frames must be between 1 and {T}, got {kin_frames.min()}..{kin_frames.max()}")
-        force_frames = None
+        if force_frames is not None:
+            ff = np.asarray(force_frames)
+            if not np.issubdtype(ff.dtype, np.integer) or ff.shape != lead:
+                raise ValueError(f"force_frames must be integers of shape {lead} (valid force samples per trial), "
+                                 f"got {ff!r}")  # fmt: skip
+            force_frames = ff.reshape(B).astype(int)
+            if (force_frames < 1).any() or (force_frames > Tf).any():
+                raise ValueError(f"force_frames must be between 1 and {Tf}, got "
+                                 f"{force_frames.min()}..{force_frames.max()}")  # fmt: skip
     B, T = PT[0].shape[:2]
     Tf = force_a.shape[1]
     if force_frames is None:
@@ -1103,9 +1126,13 @@ def analyze(
             raise ValueError(f"force has {Tf} samples but the kinematics {T}: give force_rate= if it differs")
         if T == Tf:
             force_frames = kin_frames.copy()
-        else:  # padded arrays at another rate: the force samples covering the valid kinematics
+        elif frames is None:  # no padding: every force sample
+            force_frames = np.full(B, Tf)
+        else:
+            # padded arrays at another rate: the force samples within the valid
+            # kinematics' time span, from the first frame to the last (a trial with more
+            # force samples than that gives force_frames=)
             force_frames = np.minimum(np.floor((kin_frames - 1) * force_rate / rate + 1e-9).astype(int) + 1, Tf)
-            force_frames = np.minimum(force_frames + int(math.ceil(force_rate / rate)), Tf)
     kmask = np.arange(T)[None] < kin_frames[:, None]
     fmask = np.arange(Tf)[None] < force_frames[:, None]
     for name, a in zip(("hip", "knee", "ankle", "toe"), PT):
@@ -1141,6 +1168,9 @@ def analyze(
         raise ValueError(f"force_cutoff must be 'same', None or a number (Hz), got {force_cutoff!r}")
     if force_cutoff is not None and not same:
         force_cutoff = _signal._positive(force_cutoff, "force_cutoff", "Hz")
+        if force_cutoff >= force_rate / 2:
+            raise ValueError(f"force_cutoff {force_cutoff} Hz must be below the force's Nyquist frequency "
+                             f"{force_rate / 2} Hz")  # fmt: skip
     trial_cut = np.full(B, np.nan)
     if auto:
         for b in range(B):

@@ -819,7 +819,8 @@ def write_trc(path, markers: Markers, *, units: str = "mm", decimals: Optional[i
             break, or white space at either end (the file could not keep it); a time
             that is not finite, or times that do not advance by 1/``rate`` (as
             :func:`read_trc` checks them: within 0.1 % on average, half a frame at
-            every frame); an infinite coordinate (naming the frame and the marker).
+            every frame); an infinite coordinate, or a marker with one or two of its
+            three coordinates NaN (naming the frame and the marker).
     """
     scale = _scale(units, _LENGTH_UNITS, "length", "write_trc")
     path = Path(path)
@@ -842,6 +843,15 @@ def write_trc(path, markers: Markers, *, units: str = "mm", decimals: Optional[i
         raise ValueError(
             f"{where}: frame {t + 1}, marker {markers.labels[j]} {'XYZ'[c]} = "
             f"{float(markers.xyz[t, j, c])!r}: a coordinate must be finite (NaN for a gap)"
+        )
+    nans = np.isnan(markers.xyz).sum(axis=-1)
+    partial = np.argwhere((nans > 0) & (nans < 3))
+    if partial.size:
+        t, j = (int(k) for k in partial[0])
+        raise ValueError(
+            f"{where}: frame {t + 1}, marker {markers.labels[j]} has NaN in {int(nans[t, j])} of its 3 "
+            f"coordinates: a gap is NaN in all three, as read_trc reads it ({len(partial)} such marker "
+            "frame(s) in all)"
         )
     rate = _exact(markers.rate, "%g")
     out = [

@@ -293,6 +293,9 @@ def _markers(T=5, rate=100.0, labels=("A", "B"), time=None):
         (lambda: _markers(labels=("A ", "B")), r"marker 1 label 'A ' cannot be written"),
         (lambda: _markers().replace(xyz=np.where(np.arange(3) == 2, np.inf, _markers().xyz)),
          r"frame 1, marker A Z = inf: a coordinate must be finite"),
+        # before: written, then "marker B has 1 of its 3 coordinates empty" on reading
+        (lambda: _markers().replace(xyz=_markers().xyz * np.where(np.arange(3) == 1, np.nan, 1.0)[None, None]),
+         r"frame 1, marker A has NaN in 1 of its 3 coordinates: a gap is NaN in all three"),
     ],
 )
 def test_write_trc_refuses_what_read_trc_rejects(tmp_path, markers, pattern):
