@@ -65,6 +65,8 @@ def _run(args) -> int:
     if len(range(0, _FRAMES, args.stride)) < _MIN_FRAMES:  # more measured values than parameters
         return _fail(f"--stride {args.stride} leaves {len(range(0, _FRAMES, args.stride))} of the {_FRAMES} frames: "
                      f"at most {(_FRAMES - 1) // (_MIN_FRAMES - 1)} ({_MIN_FRAMES} frames)")  # fmt: skip
+    if args.seed < 0:
+        return _fail(f"--seed must be >= 0, got {args.seed}")
     if args.draws != 0 and args.draws < 2:
         return _fail(f"--draws must be 0 (no bands) or >= 2, got {args.draws}")
     if args.out:

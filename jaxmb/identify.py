@@ -1125,6 +1125,9 @@ _STATUS = {1: "relative cost decrease below ftol", 2: "step below xtol", 3: "gra
 
 #: largest change of a log(mass) or log(inertia) in one Levenberg-Marquardt step
 _MAX_LOG_STEP = 1.0
+# passes of the projected step (each holds the log components beyond the limit);
+# the few that remain beyond it after them are clipped
+_HOLD_PASSES = 3
 
 
 def _lm(zf0, data, cfg: _Config, max_iter: int, ftol, xtol, gtol):
@@ -1156,12 +1159,22 @@ def _lm(zf0, data, cfg: _Config, max_iter: int, ftol, xtol, gtol):
         H = J.T @ J
         d = jnp.diag(H)
         d = jnp.maximum(d, 1e-12 * jnp.max(d) + jnp.finfo(d.dtype).tiny)
-        step = -jnp.linalg.solve(H + lam * jnp.diag(d), g)
+        A = H + lam * jnp.diag(d)
+        step = -jnp.linalg.solve(A, g)
         # trust region in the log coordinates: at most a factor e per iteration on a
         # mass or an inertia (an unbounded step can throw one to exp(-400), where its
-        # gradient underflows and it never comes back)
-        big = jnp.max(jnp.where(logs, jnp.abs(step), 0.0))
-        step = step * jnp.minimum(1.0, _MAX_LOG_STEP / jnp.where(big > 0, big, 1.0))
+        # gradient underflows and it never comes back). A component beyond it is held
+        # at the limit and the others solve the damped system given it, A_ff s_f =
+        # -(g_f + A_fc s_c) (a projected step: scaling the whole step instead let a
+        # mass or an inertia bound for its floor shrink every other parameter's step
+        # until the ftol test stopped the fit short of the minimum)
+        held = jnp.zeros_like(logs)
+        for _ in range(_HOLD_PASSES):
+            held = held | (logs & (jnp.abs(step) > _MAX_LOG_STEP))
+            target = jnp.clip(step, -_MAX_LOG_STEP, _MAX_LOG_STEP)
+            system = jnp.where(held[:, None], jnp.eye(A.shape[0], dtype=A.dtype), A)
+            step = jnp.linalg.solve(system, jnp.where(held, target, -g))
+        step = jnp.where(logs, jnp.clip(step, -_MAX_LOG_STEP, _MAX_LOG_STEP), step)
         zn = z + step
         cn = cost(zn)
         pred = -(g @ step + 0.5 * step @ (H @ step))
@@ -1243,6 +1256,12 @@ def _check_finite(a, name):
         idx = tuple(int(i) for i in np.argwhere(~np.isfinite(a))[0])
         raise ValueError(f"{name} contains NaN or infinite values (first at index {idx}): remove or fill those "
                          "samples (weights of 0 ignore a sample, but it must be finite)")  # fmt: skip
+
+
+def _some_weight(w, kind: str, arg: str) -> None:
+    if not (np.asarray(w) > 0).any():
+        raise ValueError(f"{kind}_weights are 0 everywhere: no {kind} would be fitted; leave out {arg}= "
+                         "or give some weights > 0")  # fmt: skip
 
 
 def _free_mask(model: Model, free) -> np.ndarray:
@@ -1452,6 +1471,7 @@ def fit(model: Model, q, qd, qdd, *, moments=None, reactions=None, loads=None, f
                              f"N m), got {mom.shape}")  # fmt: skip
         _check_finite(mom, "moments")
         w = _weights(moment_weights, lead, (n,), "moment_weights")
+        _some_weight(w, "moment", "moments")
         Y, y0 = regressor(model, q, qd, qdd, loads, quantity="joint_moments")
         keep = w.reshape(-1) > 0
         Ym = np.asarray(Y).reshape(-1, 4 * n)[keep]
@@ -1478,6 +1498,7 @@ def fit(model: Model, q, qd, qdd, *, moments=None, reactions=None, loads=None, f
         if rkind == "magnitude" and (rea < 0).any():
             raise ValueError("reaction magnitudes must be >= 0")
         w = _weights(reaction_weights, lead, (n,), "reaction_weights")
+        _some_weight(w, "reaction", "reactions")
         Y, y0 = regressor(model, q, qd, qdd, loads, quantity="joint_reactions")
         keep = w.reshape(-1) > 0
         Yr = np.asarray(Y).reshape(-1, 2, 4 * n)[keep]
