@@ -1133,9 +1133,10 @@ _HOLD_PASSES = 3
 def _lm(zf0, data, cfg: _Config, max_iter: int, ftol, xtol, gtol):
     """Levenberg-Marquardt (Marquardt's diagonal scaling, Nielsen's damping update).
 
-    Minimises 1/2 |r(z)|^2: solve (J^T J + lam diag(J^T J)) dz = -J^T r, shorten dz
-    so that no log(mass) or log(inertia) moves by more than ``_MAX_LOG_STEP`` (a trust
-    region: a factor e per iteration), accept a step that lowers the cost and shrink
+    Minimises 1/2 |r(z)|^2: solve (J^T J + lam diag(J^T J)) dz = -J^T r, hold each
+    log(mass) or log(inertia) that would move by more than ``_MAX_LOG_STEP`` at that
+    limit (a trust region: a factor e per iteration) and solve for the others given
+    it, accept a step that lowers the cost and shrink
     lam by max(1/3, 1 - (2 rho - 1)^3) (rho: actual over predicted decrease), else
     multiply lam by nu and double nu. Non-finite trial costs count as increases, so
     the iterate stays finite.
