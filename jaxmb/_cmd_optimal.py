@@ -18,7 +18,13 @@ COSTS = ("hand_jerk", "joint_jerk", "torque", "torque_change")
 
 
 def add_command(sub):
-    p = sub.add_parser("optimal", help="optimal reaches of the two-link arm (minimum jerk / torque change / torque)")
+    p = sub.add_parser("optimal", help="optimal reaches of the two-link arm (minimum jerk / torque change / torque)",
+                       description="Optimal reaches of the notes' two-link arm (1.70 m, 70 kg; shoulder at the "
+                       "origin, hand positions in m, the horizontal plane by default) under each --cost "
+                       "(jaxmb.optimize): per cost, the path's curvature (largest deviation from the start-end line, "
+                       "in % of its length, positive to the left of the motion), peak hand speed and cost (hand jerk "
+                       "m^2/s^5, joint jerk rad^2/s^5, torque N^2 m^2 s, torque change N^2 m^2/s); a figure and a CSV "
+                       "in --out.")
     p.add_argument("--cost", default="hand_jerk,torque_change,torque",
                    help=f"comma-separated criteria among {', '.join(COSTS)} (default: hand_jerk,torque_change,torque)")
     p.add_argument("--start", type=float, nargs=2, default=(-0.25, 0.40), metavar=("X", "Y"),
@@ -131,9 +137,12 @@ def run(args) -> int:
     r_min, r_max = jaxmb.workspace(model)
     for name, p in (("--start", args.start), ("--end", args.end)):
         r = float(np.hypot(*p))
-        if not r_min < r < r_max:
-            return _fail(f"{name} {p[0]:g} {p[1]:g} is out of reach: |p| = {r:.3f} m, the arm reaches "
-                         f"{r_min:.3f} m < |p| < {r_max:.3f} m")
+        if not r_min <= r <= r_max:
+            # the digits that tell |p| from the bound it passes (0.750 against 0.750 once)
+            bound = r_max if r > r_max else r_min
+            d = next((d for d in range(3, 16) if f"{r:.{d}f}" != f"{bound:.{d}f}"), 16)
+            return _fail(f"{name} {p[0]:g} {p[1]:g} is out of reach: |p| = {r:.{d}f} m, the arm reaches "
+                         f"{r_min:.{d}f} m <= |p| <= {r_max:.{d}f} m")
     start, end = np.asarray(args.start), np.asarray(args.end)
     if np.linalg.norm(end - start) < MIN_CHORD:
         return _fail(f"--start and --end are the same point ({args.start[0]:g} {args.start[1]:g}): a reach needs "

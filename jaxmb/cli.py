@@ -201,7 +201,11 @@ def main(argv=None) -> int:
                              "else ~/.cache/jaxmb/xla)")  # fmt: skip
     parser.add_argument("--no-cache", action="store_true", help="compile everything afresh; keep nothing on disk")
     sub = parser.add_subparsers(dest="command", required=True)
-    p = sub.add_parser("reach", help="joint torques of a minimum-jerk reach of the two-link arm")
+    p = sub.add_parser("reach", help="joint torques of a minimum-jerk reach of the two-link arm",
+                       description="Joint torques (N m) of a minimum-jerk reach (Flash & Hogan: a straight hand path) "
+                       "of the notes' two-link arm (1.70 m, 70 kg), from the inverse kinematics and jaxmb's "
+                       "inverse dynamics, with the share of each term (inertial, Coriolis, gravity); a figure and "
+                       "the data in --out.")
     p.add_argument("--duration", type=float, default=0.5, help="movement time, s (default 0.5)")
     p.add_argument("--gravity", type=float, default=9.81, help="m/s^2 (default 9.81; 0: horizontal plane)")
     p.add_argument("--samples", type=int, default=201, help="time samples of the movement (default 201)")
@@ -232,7 +236,8 @@ def main(argv=None) -> int:
     duration, gravity = getattr(args, "duration", 1.0), getattr(args, "gravity", 0.0)
     problem = ("--duration must be a finite number > 0 (s)" if not (math.isfinite(duration) and duration > 0) else
                f"--duration must be between {_DURATION[0]:g} and {_DURATION[1]:g} s for a human arm's movement, "
-               f"got {duration:g} s (jaxmb.optimize takes any)"
+               f"got {duration:g} s ({'jaxmb.cli.reaching_torques' if args.command == 'reach' else 'jaxmb.optimize'} "
+               "takes any)"
                if not _DURATION[0] <= duration <= _DURATION[1] else
                "--gravity must be a finite number (m/s^2)" if not math.isfinite(gravity) else
                "--samples must be >= 3" if getattr(args, "samples", 3) < 3 else None)  # fmt: skip

@@ -6,7 +6,12 @@ of minimum hand jerk (straight hand path, bell-shaped speed); Uno, Kawato & Suzu
 others: minimum torque, effort or energy. :func:`optimize` minimises any of these, or
 any user function of the trajectory, with the joint torques from
 :func:`jaxmb.inverse_dynamics` differentiated by JAX, for one movement or a whole batch
-(a workspace of targets, a population of arms) in one compiled call.
+(a workspace of targets, a population of arms) in one compiled call. The joint torques
+are the moments at the joints (:func:`jaxmb.joint_moments`): the generalized forces
+of a model in joint angles with a fixed base, converted for segment angles
+(``coordinates="absolute"``, where a generalized force is a joint moment minus its
+children's) and without a floating base's forces (its root's entry is the moment the
+base supplies).
 
 Parametrisation (exact boundary conditions). With s = t / T in [0, 1] and
 p(s) = 10 s^3 - 15 s^4 + 6 s^5 (the minimum-jerk profile),
@@ -31,7 +36,8 @@ every larger basis makes thinner and the cost does not converge with K).
 :func:`optimize` chooses e from the cost (``end_conditions="auto"``); the minimum-jerk
 base path p has zero end accelerations either way.
 Time derivatives are exact (polynomials); joint torques are
-``inverse_dynamics(model, q, qd, qdd)`` at the nodes and their rates the forward-mode
+``joint_moments(model, q, qd, qdd)`` at the nodes (``inverse_dynamics`` for joint
+angles with a fixed base: the same numbers) and their rates the forward-mode
 derivative along the path, tau_dot = d tau / dq qd + d tau / dqd qdd + d tau / dqdd qddd.
 
 Costs (integrals over the movement, SI units; evaluated by Gauss-Legendre quadrature
@@ -40,7 +46,7 @@ rest, or by the trapezoidal rule on ``nodes`` equally spaced times with
 ``quadrature="trapezoid"``):
 
     "hand_jerk"      int |d^3 x_hand / dt^3|^2 dt     (m^2 s^-5; Flash & Hogan 1985)
-    "joint_jerk"     int |d^3 q / dt^3|^2 dt          (rad^2 s^-5)
+    "joint_jerk"     int |d^3 q / dt^3|^2 dt          (rad^2 s^-5; of the coordinates q)
     "torque"         int |tau|^2 dt                   (N^2 m^2 s)
     "torque_change"  int |d tau / dt|^2 dt            (N^2 m^2 s^-1; Uno et al. 1989)
 
@@ -84,7 +90,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from .dynamics import inverse_dynamics
+from .dynamics import inverse_dynamics, joint_moments
 from .kinematics import _float_dtype, check_finite
 from .model import Model, Segment
 from .trajectory import _check_duration, _hand_derivatives, _hand_point, inverse_kinematics
@@ -120,8 +126,9 @@ class Movement(NamedTuple):
       weights: (nodes,) quadrature weights, s: int f dt = sum(weights f).
       q, qd, qdd, qddd: (nodes, dof) coordinates and their first three time
         derivatives (rad, rad/s, rad/s^2, rad/s^3; m for base translations).
-      tau: (nodes, dof) generalized forces from the inverse dynamics, N m.
-      tau_dot: (nodes, dof) their time derivative, N m/s.
+      tau: (nodes, segments) joint torques (:func:`jaxmb.joint_moments`; the
+        generalized forces, (nodes, dof), for joint angles with a fixed base), N m.
+      tau_dot: their time derivative, N m/s.
       hand, hand_vel, hand_acc, hand_jerk: (nodes, 2) the hand's position and first
         three time derivatives (m, m/s, m/s^2, m/s^3).
     """
@@ -166,7 +173,9 @@ class OptimalMovement(NamedTuple):
         leading shape of ``duration`` ((nodes,) for a scalar duration, shared by the
         batch; broadcasts against the other fields' batch shape).
       q, qd, qdd: (..., nodes, dof) the optimal trajectory (rad, rad/s, rad/s^2).
-      tau: (..., nodes, dof) generalized forces along it, N m.
+      tau: (..., nodes, segments) joint torques along it (:attr:`Movement.tau`: the
+        generalized forces, (..., nodes, dof), for joint angles with a fixed base,
+        and the input of :func:`jaxmb.simulate` only then), N m.
       hand: (..., nodes, 2) the hand path, m.
       hand_vel: (..., nodes, 2) the hand velocity, m/s.
       cost: (...) the final cost, in the units of the cost (see :mod:`jaxmb.optimal`).
@@ -343,10 +352,18 @@ def _derivs(q_start, q_end, duration, coef, base, psi):
     return out
 
 
+def _joint_torques(model: Model, q, qd, qdd):
+    """The joint torques of the torque costs: the generalized forces in joint angles
+    with a fixed base, the joint moments otherwise (see the module docstring)."""
+    if model.coordinates == "relative" and model.nbase == 0:
+        return inverse_dynamics(model, q, qd, qdd, gradient="autodiff")
+    return joint_moments(model, q, qd, qdd, gradient="autodiff")
+
+
 def _nodal(model: Model, cfg: _Config, terms, q, qd, qdd, qddd):
     """tau, tau_dot and the hand's four derivatives at the nodes; with ``terms`` (built-in
     cost names) only what they need is computed, the other fields are None."""
-    idf = lambda a, b, c: inverse_dynamics(model, a, b, c, gradient="autodiff")  # noqa: E731
+    idf = functools.partial(_joint_torques, model)
     need = set(_NAMES if terms is None else terms)
     tau = tau_dot = None
     if "torque_change" in need:
@@ -494,8 +511,8 @@ def _metric(model: Model, q_start, q_end, duration, weights, cfg: _Config, terms
                 qq = jnp.broadcast_to(path, (dof + 1, n, dof))
                 acc = jnp.broadcast_to(jnp.concatenate([jnp.eye(dof, dtype=dtype), jnp.zeros((1, dof), dtype)])
                                        [:, None, :], (dof + 1, n, dof))
-                tau = inverse_dynamics(model, qq, jnp.zeros_like(qq), acc, gradient="autodiff")
-                M = tau[:dof] - tau[dof]  # (dof: column j, n, dof: row i)
+                tau = _joint_torques(model, qq, jnp.zeros_like(qq), acc)
+                M = tau[:dof] - tau[dof]  # (dof: column j, n, torques: row i)
                 MtM = jnp.einsum("n,jni,jnk->ik", wx, M, M)
             A2 = MtM
         elif name == "hand_jerk":
@@ -832,8 +849,25 @@ def optimize(model: Model, start, end, duration, *, cost: Union[str, dict, Calla
         >= 0 or all 0, an unknown target, method or end_conditions, nodes below
         :func:`min_nodes`, basis < 1, maxiter < 1, non-finite inputs, an
         out-of-reach hand target with ``out_of_reach="raise"``, a cost (or its
-        gradient) that is not finite at the initial guess.
+        gradient) that is not finite at the initial guess; any input traced by
+        ``jax.jit``, ``jax.vmap`` or ``jax.grad`` (see below).
+
+    ``optimize`` is a driver (input checks, inverse kinematics, warnings, batches in
+    chunks) around its own compiled solver, and cannot itself be traced: batch with
+    leading axes instead, and differentiate a result with
+    :func:`jaxmb.optimal.movement` (``movement(model, r.q_start, r.q_end, duration,
+    r.coef, end_conditions=int(r.end_conditions))`` is differentiable with respect
+    to the model and the coefficients; the optimum's own sensitivity to the model is
+    not provided).
     """
+    traced = [name for name, x in (("model", model), ("start", start), ("end", end), ("duration", duration),
+                                   ("init", init), ("q_guess", q_guess))
+              if any(isinstance(v, jax.core.Tracer) for v in jax.tree_util.tree_leaves(x))]  # fmt: skip
+    if traced:
+        raise ValueError(f"optimize cannot run under jax.jit, jax.vmap or jax.grad ({', '.join(traced)} traced): it "
+                         "compiles its own solver. Batch with leading axes of start, end, duration or a stacked "
+                         "model, and differentiate a result with jaxmb.optimal.movement(model, r.q_start, r.q_end, "
+                         "duration, r.coef, end_conditions=...)")  # fmt: skip
     # -------- arguments
     if isinstance(cost, str):
         cost = {cost: 1.0}

@@ -112,6 +112,24 @@ def test_torques_are_the_inverse_dynamics_and_their_components_sum(lateral):
     np.testing.assert_allclose(r.tau, tau, rtol=1e-12, atol=1e-12)
 
 
+def test_torque_costs_are_of_joint_moments_in_segment_angles():
+    # the same arm and postures in joint angles and in segment angles: the same optimal
+    # movement and cost. Before, the torque costs of a model in segment angles took the
+    # generalized forces (a joint moment minus its children's): a torque-change optimum
+    # with 12 % more of the joint-moment criterion and a hand path curved otherwise
+    kw = dict(length=[0.30, 0.27, 0.19], com=[0.13, 0.12, 0.07], mass=[2.0, 1.2, 0.4],
+              inertia=[0.016, 0.008, 0.001], gravity=9.81)  # fmt: skip
+    rel, seg = jaxmb.chain(**kw), jaxmb.chain(**kw, coordinates="absolute")
+    qs, qe = np.array([-0.11, 1.40, 1.45]), np.array([-0.45, 0.99, 1.03])
+    a = optimize(rel, qs, qe, 0.6, cost="torque_change")
+    b = optimize(seg, *(jaxmb.coordinates_to(rel, x, "absolute") for x in (qs, qe)), 0.6, cost="torque_change")
+    assert a.converged and b.converged
+    np.testing.assert_allclose(b.cost, a.cost, rtol=1e-8)
+    # (the optimum is flat: ftol stops within 4e-5 rad; the generalized forces gave 0.1 rad)
+    np.testing.assert_allclose(jaxmb.coordinates_to(seg, b.q, "relative"), a.q, atol=2e-4)
+    np.testing.assert_allclose(b.tau, jaxmb.joint_moments(seg, b.q, b.qd, b.qdd), rtol=1e-12, atol=1e-12)
+
+
 def _two_link_tau_rate(p, q, qd, qdd, qddd):
     """d tau / dt of the notes' closed form tau = M(q2) qdd + C(q2, qd) (no gravity), NumPy."""
     m1, m2, l1, d1, d2, i1, i2 = p
@@ -214,6 +232,18 @@ def test_movement_checks_leave_jit_vmap_and_grad_working():
     T, q1 = jnp.array([0.5, 0.6]), jnp.array([[1.4], [0.7]])
     dq = np.asarray(q1)[:, 0] - 0.2
     np.testing.assert_allclose(jax.jit(jax.vmap(jax.grad(jerk)))(T, q1), -5 * 720 * dq**2 / T**6, rtol=1e-10)
+
+
+def test_optimize_under_a_transformation_says_what_to_use():
+    # before: a TracerArrayConversionError deep in the call (jit, vmap), or JAX's
+    # "Reverse-mode differentiation does not work for lax.while_loop" (grad)
+    def solve(T):
+        return optimize(PENDULUM, np.array([0.2]), np.array([1.0]), T, cost="joint_jerk").cost
+
+    for transform in (jax.jit, jax.grad, jax.vmap):
+        with pytest.raises(ValueError, match=r"optimize cannot run under jax.jit, jax.vmap or jax.grad \(duration "
+                                             r"traced\).*jaxmb.optimal.movement"):  # fmt: skip
+            transform(solve)(jnp.array([0.5]) if transform is jax.vmap else 0.5)
 
 
 def test_non_finite_cost_is_reported_not_returned():
@@ -507,6 +537,8 @@ def test_cli_optimal_writes_figure_and_csv(tmp_path, capsys):
     # before: accepted, peak hand speeds of 9e8 m/s
     (["--duration", "1e-9"], r"--duration must be between 0.05 and 60 s for a human arm's movement, got 1e-09 s"),
     (["--grid", "2"], "--grid 2: no grid point"),  # before: rc 2 after the main files were written
+    # before: "|p| = 0.750 m, the arm reaches 0.110 m < |p| < 0.750 m"
+    (["--end", "0.7499", "0"], r"\|p\| = 0.7499 m, the arm reaches 0.1105 m <= \|p\| <= 0.7497 m"),
     (["--grid", "3"], "--grid 3: no grid point"),
     (["--start", "nan", "0.4"], "--start and --end must be finite"),
     (["--start", "0.25", "0.4"], "--start and --end are the same point"),  # before: a curvature of 30.77 %

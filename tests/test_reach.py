@@ -120,6 +120,8 @@ def test_cli_rejects_bad_arguments(tmp_path, capsys):
         assert main(["reach", *args, "--out", str(tmp_path)]) == 2
         err = capsys.readouterr().err.strip().splitlines()
         assert len(err) == 1 and err[0].startswith("jaxmb reach: error: --"), err
+        # the function this command calls (it once named jaxmb.optimize)
+        assert args[1] != "61" or "(jaxmb.cli.reaching_torques takes any)" in err[0], err
     assert list(tmp_path.iterdir()) == []
     afile = tmp_path / "afile"
     afile.write_text("")
