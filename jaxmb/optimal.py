@@ -58,7 +58,8 @@ inside ``jax.lax.while_loop``, on the cost divided by its initial value (so that
 tolerances are relative). Only the built-in terms of nonzero weight are evaluated.
 With built-in costs both iterate on preconditioned coefficients b = a S, S^2 = G the
 joint-space metric of the cost's leading term (each built-in cost is
-int |A(q) q^(d)|^2 dt plus lower orders: A = M, the mass matrix, for the torque costs,
+int |A(q) q^(d)|^2 dt plus lower orders: A = M, the mass matrix (mapped to the joint
+moments for segment angles), for the torque costs,
 the hand's Jacobian for the hand jerk; the Hessian is then about I_K (x) G, see
 ``_metric``; G's eigenvalues are floored at 3e-3 of its largest, for the directions it
 does not see, such as the self-motions of a redundant arm under the hand jerk), so
