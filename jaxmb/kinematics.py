@@ -116,9 +116,10 @@ def _as_array(x, name: str = "the input"):
 
 
 def check_real(x, name: str):
-    """Raise ValueError unless ``x`` has a real dtype (floating, integer or bool)."""
+    """Raise ValueError unless ``x`` has a real dtype (floating or integer; booleans,
+    True as 1 rad, are a mistake)."""
     dt = x.dtype
-    if not (jnp.issubdtype(dt, jnp.floating) or jnp.issubdtype(dt, jnp.integer) or dt == bool):
+    if not (jnp.issubdtype(dt, jnp.floating) or jnp.issubdtype(dt, jnp.integer)):
         raise ValueError(f"{name} must be a real array, got dtype {dt}")
 
 
@@ -175,6 +176,7 @@ def check_batch(model: Model, x, name: str, size: int | None = None):
     NumPy arrays: the compiled call converts them."""
     size = model.dof if size is None else size
     x = _as_array(x, name)
+    check_real(x, name)  # before the shape: a string is no (3,) array of the wrong shape
     if x.ndim < 1 or x.shape[-1] != size:
         raise ValueError(
             f"{name} must have shape ({size},) for one sample or (..., {size}) for a batch "

@@ -249,13 +249,16 @@ def _floats(name, value, dtype=float):
     """``np.asarray(value, dtype)``; a ragged nested list or a non-numeric entry raises
     ValueError naming the field (NumPy's own message names nothing)."""
     try:
-        return np.asarray(value, dtype=dtype)
+        out = np.asarray(value, dtype=dtype)
     except (ValueError, TypeError) as e:
         got = repr(value) if len(repr(value)) <= 80 else repr(value)[:77] + "..."
         raise ValueError(
             f"{name} must be a rectangular array of numbers (rows of equal length), got {got}: "
             f"{str(e).splitlines()[0]}"
         ) from None
+    if np.asarray(value).dtype == bool:  # True as 1 kg: a mistake, not a number
+        raise ValueError(f"{name} must be numbers, got booleans: {value!r}")
+    return out
 
 
 def _vector(name, value, n, names, *, allow_scalar=True):
@@ -376,6 +379,10 @@ def _build(length, com, mass, inertia, attach, origin, gravity, parent, names, b
     attach_end = tuple(bool(b) for b in attach_end)
     if len(attach_end) != n:
         raise ValueError(f"attach_end must have {n} entries (one per segment), got {len(attach_end)}")
+    if not _is_traced(attach):
+        attach = _floats("attach", attach)
+        if attach.shape == (n,):  # the root's entry is ignored (a NaN there was refused)
+            attach = np.where(np.asarray(parent) < 0, 0.0, attach)
     attach = _vector("attach", attach, n, names)
 
     if not _is_traced(origin):

@@ -97,7 +97,9 @@ def simulate(
 
     Returns:
       :class:`Trajectory` with steps + 1 samples: ``t`` (steps + 1,), ``q`` and
-      ``qd`` (steps + 1, ..., dof).
+      ``qd`` (steps + 1, ..., dof), of the dtype that :func:`jaxmb.forward_dynamics`
+      gives ``q0``, ``qd0`` and array ``tau`` and ``loads`` (float32 stays float32;
+      a function's output is cast to it).
 
     Raises:
       ValueError: before anything is traced, for shapes that do not fit, and for
@@ -121,7 +123,10 @@ def simulate(
         lead = tuple(np.broadcast_shapes(np.shape(q0)[:-1], np.shape(qd0)[:-1]))
     except ValueError:
         raise ValueError(f"q0 {np.shape(q0)} and qd0 {np.shape(qd0)} do not broadcast") from None
-    dtype = _float_dtype(q0, qd0)
+    # the dtype that forward_dynamics would give these inputs: array torques and loads
+    # take part in the promotion (a function's output is cast to it)
+    arrays = [x for x in (tau, loads) if isinstance(x, (np.ndarray, np.generic, jax.Array))]
+    dtype = _float_dtype(q0, qd0, *arrays)
     model = model.astype(dtype)
     n, dof = model.segments, model.dof
     q0 = jnp.broadcast_to(jnp.asarray(q0, dtype), lead + (dof,))
@@ -429,5 +434,5 @@ def _integrate(model, q0, qd0, tv, lv, dt, *, tk, lk, tfn, lfn, steps, method, g
         qs, qds = back(qs), back(qds)
     else:
         _, (qs, qds) = jax.lax.scan(step, (q0, qd0), jnp.arange(steps))
-    t = jnp.arange(steps + 1, dtype=dtype) * dt
+    t = (jnp.arange(steps + 1, dtype=dtype) * dt).at[0].set(0.0)  # 0, not -0.0, for dt < 0
     return Trajectory(t, jnp.concatenate([q0[None], qs]), jnp.concatenate([qd0[None], qds]))

@@ -265,6 +265,19 @@ def test_scalar_constant_tau_and_zero_steps():
     np.testing.assert_array_equal(zero.q[0], q0)
 
 
+def test_dtype_follows_forward_dynamics_and_time_starts_at_zero():
+    # float32 states with float64 torques: float64, as forward_dynamics gives (before:
+    # float32, from q0 and qd0 alone); a function's output is cast to the state's dtype
+    model = double_pendulum()
+    q32 = np.array([0.3, -0.2], np.float32)
+    for tau in (np.array([0.5, 0.1]), np.array([[0.5, 0.1]] * 3)):
+        assert jaxmb.simulate(model, q32, q32, tau, 1e-3, steps=3).q.dtype == jnp.float64
+    assert jaxmb.forward_dynamics(model, q32, q32, np.array([0.5, 0.1])).dtype == jnp.float64
+    assert jaxmb.simulate(model, q32, q32, lambda t, q, qd: 0.0 * q, 1e-3, steps=3).q.dtype == jnp.float32
+    back = jaxmb.simulate(model, q32, q32, 0.0, -1e-3, steps=2).t  # before: t[0] = -0.0
+    assert not np.signbit(back[0]) and back[1] == np.float32(-1e-3)
+
+
 def test_direct_calls_reuse_one_compilation_and_accept_unhashable_controllers():
     # simulate is one cached jax.jit: the same shapes and options do not compile
     # again; an unhashable callable (a dataclass controller) is cached on its program

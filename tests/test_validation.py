@@ -103,6 +103,8 @@ CONSTRUCTION_CASES = [
     (dict(origin=0.0), r"origin must have shape \(2,\)"),
     (dict(gravity=[9.81]), r"gravity must be a scalar"),
     (dict(gravity=[[0.0, -9.81]]), r"gravity must be a scalar"),
+    # booleans: True as 1 kg (before: accepted)
+    (dict(mass=[True, True, True, True]), r"mass must be numbers, got booleans"),
 ]
 
 
@@ -492,6 +494,19 @@ def test_ragged_inputs_name_the_argument():
     ):
         with pytest.raises(ValueError, match=rf"^{name} must be a rectangular array of real numbers"):
             call()
+
+
+def test_booleans_and_strings_are_no_coordinates():
+    # before: True read as 1 rad, and a string got "q must have shape (4,) ... got shape ()"
+    for q in (np.ones(len(Q), bool), "abc"):
+        with pytest.raises(ValueError, match=r"^q must be a real array, got dtype"):
+            mb.inverse_dynamics(MODEL, q, Z, Z)
+    # the root's attach is ignored, a NaN there too (before: "attach of segment 0 ... is
+    # not finite"); the children's are checked
+    m = mb.tree([-1, 0], [0.3, 0.2], [0.1, 0.1], [1.0, 1.0], [0.01, 0.01], attach=[np.nan, 0.25])
+    np.testing.assert_array_equal(np.asarray(m.attach), [0.0, 0.25])
+    with pytest.raises(ValueError, match=r"attach of segment 1 \('segment1'\) is not finite"):
+        mb.tree([-1, 0], [0.3, 0.2], [0.1, 0.1], [1.0, 1.0], [0.01, 0.01], attach=[0.0, np.nan])
 
 
 def test_non_finite_inside_jit_is_not_checked_but_propagates():
