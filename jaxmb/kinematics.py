@@ -146,11 +146,15 @@ def check_steps(steps) -> int:
 
 
 def check_dt(dt):
-    """The time step as a real scalar, finite when concrete (ValueError otherwise)."""
+    """The time step as a real scalar, finite and nonzero when concrete (ValueError
+    otherwise: dt = 0 gives a trajectory that never moves, most likely a typo)."""
     dt = _as_array(dt, "dt")
     if np.ndim(dt) != 0:
         raise ValueError(f"dt must be a scalar time step (s), got shape {tuple(np.shape(dt))}")
-    return check_array(dt, "dt")
+    dt = check_array(dt, "dt")
+    if not isinstance(dt, jax.core.Tracer) and float(dt) == 0.0:
+        raise ValueError("dt must be nonzero (s; a negative dt integrates backwards in time), got 0")
+    return dt
 
 
 def check_vector(model: Model, x, name: str, size: int | None = None):

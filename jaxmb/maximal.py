@@ -450,7 +450,7 @@ def simulate(model: Model, p0, pd0, dt, steps: int, *, loads=None, has_aux: bool
       model: the model.
       p0, pd0: (segments, 3) initial maximal coordinates and velocities (admissible:
         e.g. from :func:`from_minimal`).
-      dt: time step, s (a finite scalar; a negative one integrates backwards, with
+      dt: time step, s (a finite nonzero scalar; a negative one integrates backwards, with
         the sign of the damping term 2 alpha Phidot turned so that the constraint
         error still decays along the integration; unturned, it grows backwards in
         time: tests/test_maximal.py).

@@ -79,7 +79,7 @@ def simulate(
         scalar such as 0.0 included), or an array over steps, (steps, ..., dof) (held
         constant over each step; one more dimension than a constant: for a batch,
         (steps, 1, dof) shares one profile).
-      dt: time step, s: a finite scalar (a negative one integrates backwards).
+      dt: time step, s: a finite nonzero scalar (a negative one integrates backwards).
       loads: optional external loads: None, a constant (segments, 3) or
         (..., segments, 3), an array over steps (steps, ..., segments, 3), or a
         function ``loads(t, q, qd)`` (e.g. a contact model; traced at every call, as a

@@ -238,6 +238,7 @@ def test_non_finite_inputs_and_bad_steps_raise_before_tracing():
         (dict(dt=np.nan, steps=3), r"dt is not finite: nan"),
         (dict(dt=np.inf, steps=3), r"dt is not finite: inf"),
         (dict(dt=np.array([1e-3, 1e-3]), steps=3), r"dt must be a scalar"),
+        (dict(dt=0.0, steps=3), r"dt must be nonzero"),  # before: a trajectory that never moved
         (dict(tau=np.array([1.0 + 1j, 0.0]), steps=3), r"tau must be a real array"),
         (dict(steps=-5), r"steps must be an int >= 0 .* got -5"),
         (dict(steps=2.7), r"steps must be an int >= 0 .* got 2.7"),
