@@ -956,6 +956,12 @@ class FitResult:
       free: (n, 4) bool, the fitted physical parameters.
       base: :class:`BaseFit` of the linear step (None when no linear data).
       names: (4 n,) parameter names.
+      noise: dict of each data kind's noise level that the standard errors assume
+        (N m for "moments", N for "reactions"): the ``sigma`` given, or the
+        estimate from the residuals, sqrt(sum w^2 r^2 / (values - fitted
+        parameters)) with the weights of :func:`fit` (values of weight 0 excluded;
+        with ``loss="huber"``, of Huber's pseudo-residuals sign(r) sqrt(2 rho(r)),
+        which shrink the outliers: below ``rms`` on data with spikes).
     """
 
     model: Model
@@ -974,6 +980,7 @@ class FitResult:
     free: np.ndarray
     base: BaseFit | None
     names: tuple
+    noise: dict = dataclasses.field(default_factory=dict)
     _z: np.ndarray = dataclasses.field(repr=False, default=None)
     _cov_z: np.ndarray = dataclasses.field(repr=False, default=None)
 
@@ -1615,6 +1622,7 @@ def fit(model: Model, q, qd, qdd, *, moments=None, reactions=None, loads=None, f
 
     z, iters = zf0, 0
     for _ in range(1 if all(k in sigma for k in kinds) else 4):
+        used = dict(scale)  # each kind's scale in the objective of the last solve
         (z, c, it, status, rd, Jd, Jp), stuck = solve(z, cfg)
         iters += int(it)
         if int(status) <= 0 or all(k in sigma for k in kinds):
@@ -1641,6 +1649,7 @@ def fit(model: Model, q, qd, qdd, *, moments=None, reactions=None, loads=None, f
             deltas.append(1.345 * mad if mad > 0 else 1.345 * float(np.sqrt(np.mean(r * r)) or 1.0))
         jdata["delta"] = tuple(jnp.asarray(d, dtype) for d in deltas)
         cfg = cfg._replace(huber=True)
+        used = dict(scale)
         (z, c, it, status, rd, Jd, Jp), stuck = solve(z, cfg)
         iters += int(it)
     status = int(status)
@@ -1650,13 +1659,15 @@ def fit(model: Model, q, qd, qdd, *, moments=None, reactions=None, loads=None, f
     # residual variance (1 where sigma is given: the rows are already scaled by it)
     z_np = np.asarray(z, dtype=float)
     Jd, Jp, rd_np = np.asarray(Jd, dtype=float), np.asarray(Jp, dtype=float), np.asarray(rd, dtype=float)
-    Jw, off = [], 0
+    Jw, off, noise_level = [], 0, {}
     for k in kinds:
         cnt = nobs[k]
         J_k, r_k = Jd[off:off + cnt], rd_np[off:off + cnt]
         off += cnt
         s2 = 1.0 if k in sigma else float(r_k @ r_k) / max(cnt - p_free, 1)
         Jw.append(J_k / math.sqrt(max(s2, np.finfo(float).tiny)))
+        # in the data's units: the rows were divided by the scale of the last solve
+        noise_level[k] = float(sigma[k]) if k in sigma else math.sqrt(s2) * used[k]
     cov_z, undetermined = _covariance_z(np.concatenate(Jw), Jp)
     zfull = z0.reshape(-1).copy()
     zfull[list(free_idx)] = z_np
@@ -1708,7 +1719,8 @@ def fit(model: Model, q, qd, qdd, *, moments=None, reactions=None, loads=None, f
     return FitResult(model=fitted, initial=model, parameters=pi, stderr=stderr, physical=phys,
                      stderr_physical=stderr_phys, covariance=cov_pi, residuals=residuals, rms=rms,
                      converged=converged, status=status_text, iterations=iters,
-                     cost=float(c), free=mask, base=base, names=parameter_names(model), _z=z_np, _cov_z=cov_z)  # fmt: skip
+                     cost=float(c), free=mask, base=base, names=parameter_names(model), noise=noise_level,
+                     _z=z_np, _cov_z=cov_z)  # fmt: skip
 
 
 def _base_fit(model, linear, kinds, sigma, ydt, rtol) -> "BaseFit":

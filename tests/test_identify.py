@@ -486,6 +486,10 @@ def test_fit_with_sigma_reaches_the_minimum_when_an_inertia_goes_to_its_floor():
                    bounds=[(1e-6, None), (None, None), (None, None), (0.0, None)] * 3,
                    options=dict(ftol=1e-15, gtol=1e-10, maxiter=10_000))  # fmt: skip
     assert res.cost <= min(cost(other.parameters), ref.fun) + 1e-6 * ref.fun, (res.cost, ref.fun)
+    # the noise levels the standard errors assume: the sigma given, or estimated from
+    # the residuals (the data's 2 N m and 10 N, from 900 moments and 1800 forces)
+    assert res.noise == {"moments": 2.0, "reactions": 10.0}
+    np.testing.assert_allclose([other.noise["moments"], other.noise["reactions"]], [2.0, 10.0], rtol=0.06)
 
 
 def test_standard_errors_stay_finite_where_determined_and_are_never_nan():
