@@ -1211,8 +1211,8 @@ def write_mot(path, table: Table, *, decimals: Optional[int] = None) -> None:
             ``endheader``; an empty description line; a header key that is empty or
             has ``=`` or a line break, a value with a line break, either with white
             space at an end; a column label that is empty, has a tab or a line
-            break, or white space at an end; times that are not finite or do not
-            increase.
+            break, or white space at an end, or is ``time``; times that are not
+            finite or do not increase.
     """
     path = Path(path)
     where = f"write_mot({path.name})"
@@ -1260,6 +1260,9 @@ def write_mot(path, table: Table, *, decimals: Optional[int] = None) -> None:
         if not label.strip() or label != label.strip() or any(c in label for c in "\t\n\r"):
             raise ValueError(f"{where}: column label {label!r} cannot be written (empty, a tab or line break in "
                              "it, or white space at an end)")  # fmt: skip
+        if label == "time":  # Table.get("time") is the time column: the data column would be out of reach
+            raise ValueError(f"{where}: a data column cannot be labelled 'time' (the first column is the time; "
+                             "rename it)")  # fmt: skip
     out.append("\t".join(("time",) + table.labels))
     _check_increasing(table.time, where, list(range(1, T + 1)), column="time", row="row")
     value = _value_format(decimals)

@@ -352,6 +352,8 @@ def test_write_mot_round_trip_is_exact(tmp_path):
         (dict(labels=("a", "")), r"column label '' cannot be written"),
         # before: read back without the spaces or the empty line
         (dict(labels=(" a", "b")), r"column label ' a' cannot be written .*white space at an end"),
+        # before: written, and read back with Table.get("time") returning the time column
+        (dict(labels=("a", "time")), r"a data column cannot be labelled 'time'"),
         (dict(header={"DataType ": "double"}), r"header entry 'DataType ': 'double' has white space"),
         (dict(name=" walk"), r"Table\.name ' walk' has white space at an end"),
         (dict(description="one\n\nthree"), r"Table\.description 'one\\n\\nthree' has an empty line"),
