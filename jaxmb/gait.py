@@ -433,6 +433,18 @@ def _segment_spec(segments, body_mass, table, lead: tuple):
     return M[:, None] * fm, np.broadcast_to(fk, (B, 3)), np.broadcast_to(fc, (B, 3)), True
 
 
+def _counts(x, name: str, what: str, lead: tuple, most: int) -> np.ndarray:
+    """Valid sample counts per trial (``frames``, ``force_frames``): integers of the
+    trials' shape ``lead``, between 1 and ``most``; flat (B,)."""
+    c = np.asarray(x)
+    if not np.issubdtype(c.dtype, np.integer) or c.shape != lead:
+        raise ValueError(f"{name} must be integers of shape {lead} ({what}), got {c!r}")
+    c = c.reshape(-1).astype(int)
+    if (c < 1).any() or (c > most).any():
+        raise ValueError(f"{name} must be between 1 and {most}, got {c.min()}..{c.max()}")
+    return c
+
+
 def _per_trial(x, name: str, unit: str, lead):
     """A positive quantity per trial (body mass, height): () or lead-shaped, or None."""
     if x is None:
@@ -1104,21 +1116,9 @@ def analyze(
         if frames is None:
             kin_frames = np.full(B, T)
         else:
-            fr = np.asarray(frames)
-            if not np.issubdtype(fr.dtype, np.integer) or fr.shape != lead:
-                raise ValueError(f"frames must be integers of shape {lead} (valid samples per trial), got {fr!r}")
-            kin_frames = fr.reshape(B).astype(int)
-            if (kin_frames < 1).any() or (kin_frames > T).any():
-                raise ValueError(f"frames must be between 1 and {T}, got {kin_frames.min()}..{kin_frames.max()}")
+            kin_frames = _counts(frames, "frames", "valid samples per trial", lead, T)
         if force_frames is not None:
-            ff = np.asarray(force_frames)
-            if not np.issubdtype(ff.dtype, np.integer) or ff.shape != lead:
-                raise ValueError(f"force_frames must be integers of shape {lead} (valid force samples per trial), "
-                                 f"got {ff!r}")  # fmt: skip
-            force_frames = ff.reshape(B).astype(int)
-            if (force_frames < 1).any() or (force_frames > Tf).any():
-                raise ValueError(f"force_frames must be between 1 and {Tf}, got "
-                                 f"{force_frames.min()}..{force_frames.max()}")  # fmt: skip
+            force_frames = _counts(force_frames, "force_frames", "valid force samples per trial", lead, Tf)
     B, T = PT[0].shape[:2]
     Tf = force_a.shape[1]
     if force_frames is None:

@@ -186,7 +186,8 @@ def check_batch(model: Model, x, name: str, size: int | None = None):
             f"{name} must have shape ({size},) for one sample or (..., {size}) for a batch "
             f"(this model has dof={model.dof}), got shape {tuple(x.shape)}"
         )
-    return check_array(x, name)
+    check_finite(x, name)
+    return x
 
 
 def check_loads(model: Model, loads, dtype, *, batched: bool = False):
