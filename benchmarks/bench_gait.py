@@ -74,12 +74,14 @@ def numpy_method(d, pts, force, cop, b):
 
     rate = d.rate
     bb, aa = ss.butter(2, CUTOFF / (rate / 2))
-    P = {k: ss.filtfilt(bb, aa, pts[k][b], axis=0) for k in pts}
-    f = ss.filtfilt(bb, aa, force[b], axis=0)
+    # odd extension of as many samples as jaxmb's pipeline takes (padlen="auto")
+    pad = signal.settling_samples(ss.butter(2, CUTOFF / (rate / 2), output="sos"))
+    P = {k: ss.filtfilt(bb, aa, pts[k][b], axis=0, padlen=pad) for k in pts}
+    f = ss.filtfilt(bb, aa, force[b], axis=0, padlen=pad)
     # the force's moment about the origin filtered, as jaxmb's pipeline filters it
     # (not the centre of pressure: undefined where the force is zero): the force at
     # the origin with that couple
-    m0 = ss.filtfilt(bb, aa, cop[b] * force[b][:, 1], axis=0)
+    m0 = ss.filtfilt(bb, aa, cop[b] * force[b][:, 1], axis=0, padlen=pad)
     seg = d.segments
     names = (("hip", "knee"), ("knee", "ankle"), ("ankle", "toe"))
     L = np.array([np.linalg.norm(P[q] - P[p], axis=1).mean() for p, q in names])

@@ -327,7 +327,7 @@ def _gait_case():
     from .bench_gait import CUTOFF, make_trials
 
     d, pts, force, cop = make_trials(1000)
-    static = dict(rate=d.rate, force_rate=d.rate, cutoff=CUTOFF, force_cutoff=CUTOFF, order=2,
+    static = dict(rate=d.rate, force_rate=d.rate, cutoff=CUTOFF, force_cutoff=CUTOFF, order=2, padlen="auto",
                   from_table=False, terms=False)  # fmt: skip
     seg = gait._segment_spec(d.segments, None, "dempster", (1000,))[:3]
     args = (tuple(pts[k] for k in ("hip", "knee", "ankle", "toe")), force, cop, None, None, seg,

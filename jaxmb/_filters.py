@@ -294,20 +294,46 @@ def _sosfiltfilt_tc(sos: np.ndarray, zi: np.ndarray, x: jax.Array, padlen: int, 
             z = zi * y[-1]
         y, _ = _sosfilt_tc(sos, y, z, unroll, reverse=True)
         return y
-    ext = _odd_ext(x, padlen, 0)
     if method == "blocked":
         filt = functools.partial(_sosfilt_blocked_tc, sos, block=block)
     elif method == "split":
         filt = functools.partial(_sosfilt_split_tc, sos, block=block, unroll=unroll)
     else:
         raise ValueError(f"method must be one of {_METHODS}, got {method!r}")
-    y = filt(ext, zi * ext[0])
-    y = y[::-1]
-    y = filt(y, zi * y[0])
-    y = y[::-1]
-    if padlen > 0:
-        y = y[padlen:-padlen]
-    return y
+    n = padlen
+    if n == 0:
+        y = filt(x, zi * x[0])[::-1]
+        return filt(y, zi * y[0])[::-1]
+    # Only the states that the pads leave matter where their outputs are discarded:
+    # forward, the left pad's final state (a product with the pad, not a pass), then
+    # x and the right pad; backward, the right pad's final state, then x (the left
+    # pad, whose outputs scipy discards, is not filtered at all). A long padlen
+    # ("auto": thousands of samples at kHz rates) costs little.
+    K, An = (jnp.asarray(m, x.dtype) for m in _pad_matrices(np.ascontiguousarray(sos, dtype=float).tobytes(), len(sos), n))
+    zi = zi.reshape(-1, 1)  # (S, 1)
+    hi = jax.lax.Precision.HIGHEST
+
+    def after(pad):  # the state after filtering pad (n, C) from zi * pad[0]
+        return jnp.dot(An, zi * pad[0], precision=hi) + jnp.dot(K, pad, precision=hi)
+
+    left = 2 * x[:1] - x[n:0:-1]
+    right = 2 * x[-1:] - x[-2 : -(n + 2) : -1]
+    y = filt(jnp.concatenate([x, right]), after(left))[::-1]  # (n + N, C), right pad first
+    return filt(y[n:], after(y[:n]))[::-1]
+
+
+@functools.lru_cache(maxsize=64)
+def _pad_matrices(sos_bytes: bytes, n_sections: int, n: int):
+    """(K, A^n) with K[:, j] = A^(n-1-j) B (S, n): the state after n samples x from
+    s0 is A^n s0 + K x (the state-space form of :func:`_state_space`)."""
+    sos = np.frombuffer(sos_bytes, dtype=float).reshape(n_sections, 6)
+    A, B, _, _ = _state_space(sos)
+    K = np.zeros((len(B), n))
+    v = B.copy()
+    for j in range(n - 1, -1, -1):
+        K[:, j] = v
+        v = A @ v
+    return K, np.linalg.matrix_power(A, n)
 
 
 _METHODS = ("scan", "blocked", "split", "strided")
@@ -342,7 +368,10 @@ def sosfiltfilt_jax(
         the passes), for batches of signals with time in the middle, e.g.
         (trials, T, channels).
       block: samples per block of the ``"blocked"``, ``"split"`` and ``"strided"``
-        methods.
+        methods. ``"scan"``, ``"blocked"`` and ``"split"`` filter only the samples
+        whose outputs are kept; where a pad's outputs are discarded, only its final
+        state is computed (by a product with the pad for the last two), so a long
+        ``padlen`` costs little.
       unroll: time steps per loop iteration of the ``"scan"``, ``"split"`` and
         ``"strided"`` methods.
 
@@ -416,26 +445,26 @@ def lowpass_jax(
       order: Butterworth order of one pass (default 2).
       axis: the time axis.
       correct: Winter's correction of the cut-off (see :func:`jaxmb.signal.lowpass`).
-      padlen: odd-extension length at each end (default ``3 * (order + 1)``).
+      padlen: odd-extension length at each end: an int, None (default ``3 * (order +
+        1)``) or ``"auto"`` (see :func:`jaxmb.signal.lowpass`).
       method, block, unroll: how the recursion is computed (see :func:`sosfiltfilt_jax`).
 
     Returns:
       The filtered array, the shape of ``x``; float32 input stays float32.
     """
-    sos, padlen = _lowpass_design(rate, cutoff, order, correct, padlen)
+    x = _float_input(x)
+    sos, padlen = _lowpass_design(rate, cutoff, order, correct, padlen, x.shape[_signal._axis(axis, x.ndim)])
     return sosfiltfilt_jax(x, sos, axis=axis, padlen=padlen, method=method, block=block, unroll=unroll)
 
 
-def _lowpass_design(rate, cutoff, order, correct, padlen):
+def _lowpass_design(rate, cutoff, order, correct, padlen, n):
     import scipy.signal as ss
 
     rate = _signal._positive_rate(rate)
     order = _signal._order(order)
     fc = _signal._check_cutoff(cutoff, rate, order, correct)
     sos = ss.butter(order, fc / (rate / 2.0), btype="low", output="sos")
-    if padlen is None:
-        padlen = 3 * (order + 1)
-    return sos, _signal._int_at_least(padlen, "padlen", 0, " (samples of odd extension at each end)")
+    return sos, _signal._padlen(padlen, sos, order, n)
 
 
 @functools.lru_cache(maxsize=64)

@@ -24,7 +24,7 @@ import math
 
 import numpy as np
 
-__all__ = ["lowpass", "residual_analysis", "ResidualAnalysis", "derivative", "winter_correction"]
+__all__ = ["lowpass", "residual_analysis", "ResidualAnalysis", "derivative", "winter_correction", "settling_samples"]
 
 
 def _scipy_signal():
@@ -140,8 +140,15 @@ def lowpass(x, rate, cutoff, order: int = 2, axis: int = 0, *, correct: bool = F
         result has twice this order).
       axis: the time axis.
       correct: apply Winter's correction (see above). Default False.
-      padlen: samples of odd extension at each end (``filtfilt``'s; default
-        ``3 * (order + 1)``, as scipy).
+      padlen: samples of odd extension at each end: an int, None (default: scipy's
+        ``3 * (order + 1)``) or ``"auto"`` (:func:`settling_samples`: the samples in
+        which the filter's slowest mode decays by 1e-4, at least scipy's, at most
+        the signal's length less one). Scipy's padding is short next to the
+        filter's memory where ``rate / cutoff`` is large, and its edge transient,
+        differentiated, dominates accelerations near the ends: the bundled 10 kHz
+        running data filtered at 30 Hz gives a hip moment RMS error of 96 N m with
+        scipy's 9 samples and 2.2 N m with ``"auto"`` (692 samples;
+        ``jaxmb.gait.analyze``'s default).
 
     Returns:
       Filtered array, the shape of ``x``, float.
@@ -157,12 +164,57 @@ def lowpass(x, rate, cutoff, order: int = 2, axis: int = 0, *, correct: bool = F
     x = _finite_array(x)
     axis = _axis(axis, x.ndim)
     sos = ss.butter(order, fc / (rate / 2.0), btype="low", output="sos")
-    if padlen is None:
-        padlen = 3 * (order + 1)  # filtfilt's default 3 * max(len(a), len(b))
-    padlen = _int_at_least(padlen, "padlen", 0, " (samples of odd extension at each end)")
+    padlen = _padlen(padlen, sos, order, x.shape[axis])
     if x.shape[axis] <= padlen:
         raise ValueError(f"x has {x.shape[axis]} samples along axis {axis}: lowpass needs more than padlen={padlen}")
     return ss.sosfiltfilt(sos, x, axis=axis, padtype="odd", padlen=padlen)
+
+
+#: the factor by which the filter's slowest mode decays over ``padlen="auto"``
+_SETTLE = 1e-4
+
+
+def settling_samples(sos, tol: float = _SETTLE) -> int:
+    """Samples in which the slowest mode of an IIR filter decays by ``tol``.
+
+    ``ceil(log(tol) / log(r))`` for ``r`` the largest pole modulus of the second-order
+    sections ``sos`` (``scipy.signal.butter(..., output="sos")``). It is the odd
+    extension that :func:`lowpass` takes with ``padlen="auto"``: the transient of
+    the filter's start (its state matches the extended signal's first value, not its
+    slope) has decayed by ``tol`` before the data begin. For a Butterworth filter of
+    order 2 at cut-off fc and rate fs it is about ``2.07 fs / fc`` (two periods of
+    the cut-off; order 4: 3.8 periods).
+
+    Args:
+      sos: (sections, 6) second-order sections, a0 = 1.
+      tol: the decay factor, in (0, 1).
+
+    Returns:
+      The number of samples, an int >= 0 (0 for a filter without poles).
+    """
+    sos = np.atleast_2d(np.asarray(sos, dtype=float))
+    if sos.ndim != 2 or sos.shape[1] != 6:
+        raise ValueError(f"sos must have shape (sections, 6), got {sos.shape}")
+    if not 0.0 < tol < 1.0:
+        raise ValueError(f"tol must be in (0, 1), got {tol}")
+    r = max((float(np.max(np.abs(np.roots(s[3:])), initial=0.0)) for s in sos), default=0.0)
+    if r >= 1.0:
+        raise ValueError(f"the filter is not stable (a pole of modulus {r:.6g})")
+    if r == 0.0:
+        return 0
+    return int(math.ceil(math.log(tol) / math.log(r)))
+
+
+def _padlen(padlen, sos, order: int, n: int) -> int:
+    """``lowpass``'s padlen: None -> scipy's 3 * (order + 1); "auto" ->
+    :func:`settling_samples`, at least scipy's, at most n - 1; else an int >= 0."""
+    if padlen is None:
+        return 3 * (order + 1)  # filtfilt's default 3 * max(len(a), len(b))
+    if isinstance(padlen, str):
+        if padlen != "auto":
+            raise ValueError(f"padlen must be an int >= 0, None or 'auto', got {padlen!r}")
+        return max(3 * (order + 1), min(settling_samples(sos), n - 1))
+    return _int_at_least(padlen, "padlen", 0, " (samples of odd extension at each end)")
 
 
 def _axis(axis, ndim: int) -> int:

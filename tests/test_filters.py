@@ -75,6 +75,14 @@ def test_lowpass_options_and_sosfiltfilt():
     assert _rel(got, signal.lowpass(x, RATE, 12.0, 4)) < 1e-10
     assert _rel(sosfiltfilt_jax(x, sos), ss.sosfiltfilt(sos, x, axis=0)) < 1e-10
     assert _rel(sosfiltfilt_jax(x, sos, padlen=0), ss.sosfiltfilt(sos, x, axis=0, padlen=0)) < 1e-10
+    # padlen="auto": the settling samples from the static length (70 at 200 Hz, 6 Hz,
+    # order 2), also under jit and along another axis; capped at n - 1 = 199 (order 4, 3 Hz: 256)
+    for order, fc in ((2, 6.0), (4, 3.0)):
+        ref = signal.lowpass(x, RATE, fc, order, padlen="auto")
+        assert _rel(lowpass_jax(x, RATE, fc, order, padlen="auto", method="blocked", block=16), ref) < 1e-10
+        jitted = jax.jit(lambda y: lowpass_jax(y, RATE, fc, order, axis=-1, padlen="auto"))  # noqa: B023
+        assert _rel(jitted(x.T).T, ref) < 1e-10
+    assert _rel(ref, ss.sosfiltfilt(ss.butter(4, 3.0 / (RATE / 2), output="sos"), x, axis=0, padlen=199)) < 1e-10
     with pytest.raises(ValueError):
         lowpass_jax(x, RATE, 150.0)
     with pytest.raises(ValueError):

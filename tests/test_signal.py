@@ -68,6 +68,66 @@ def test_lowpass_rejects_nan_and_short_signals():
         signal.lowpass(np.ones(5), 100.0, 5.0)
 
 
+def _butter2_pole_modulus(rate, cutoff):
+    # by hand, not from scipy's design: the analog prototype's poles
+    # w (-1 +- i) / sqrt(2), pre-warped (w = 2 rate tan(pi cutoff / rate)), mapped by
+    # the bilinear transform z = (1 + s / (2 rate)) / (1 - s / (2 rate))
+    w = 2 * rate * np.tan(np.pi * cutoff / rate)
+    s = w * (-1 + 1j) / np.sqrt(2)
+    return abs((1 + s / (2 * rate)) / (1 - s / (2 * rate)))
+
+
+@pytest.mark.parametrize("rate, cutoff", [(10000.0, 30.0), (100.0, 6.0), (1000.0, 15.0)])
+def test_settling_samples_is_the_slowest_modes_decay(rate, cutoff):
+    sos = ss.butter(2, cutoff / (rate / 2), output="sos")
+    k = signal.settling_samples(sos)
+    r = _butter2_pole_modulus(rate, cutoff)
+    assert r**k <= 1e-4 < r ** (k - 1)
+    assert 2.0 < k * cutoff / rate < 2.2  # about two periods of the cut-off
+    # the impulse response has decayed by that much (its envelope: a constant times r^n)
+    h = ss.sosfilt(sos, np.r_[1.0, np.zeros(4 * k)])
+    assert np.abs(h[k:]).max() < 2e-4 * np.abs(h).max()
+    assert np.abs(h[k // 4 : k // 2]).max() > 1e-3 * np.abs(h).max()
+    # a 4th-order filter rings longer (its slowest poles are less damped)
+    assert signal.settling_samples(ss.butter(4, cutoff / (rate / 2), output="sos")) > 1.8 * k
+    assert signal.settling_samples(np.array([[1.0, 0, 0, 1, 0, 0]])) == 0  # no poles
+    with pytest.raises(ValueError, match="not stable"):
+        signal.settling_samples(np.array([[1.0, 0, 0, 1, -1.0, 0]]))
+    with pytest.raises(ValueError, match="tol"):
+        signal.settling_samples(sos, tol=1.0)
+
+
+def test_lowpass_auto_padding_removes_the_edge_transient():
+    # A smooth signal sampled at 10 kHz and filtered well above its band: the filter
+    # should leave it alone. Scipy's default odd extension (9 samples) is short next
+    # to the filter's memory (692 samples at 30 Hz): its start-up transient reaches
+    # far into the signal, and differentiated twice it dominates the acceleration.
+    # padlen="auto" extends by the settling samples: the result is that of the
+    # longest odd extension there is (n - 1), whose only error left is odd
+    # extension's own (the curvature changes sign at the ends: within ~10 ms).
+    rate, cutoff = 10000.0, 30.0
+    t = np.arange(6001) / rate
+    x = 0.3 * np.sin(2 * np.pi * 1.5 * t + 0.4) + 0.1 * t**2
+    acc = -0.3 * (2 * np.pi * 1.5) ** 2 * np.sin(2 * np.pi * 1.5 * t + 0.4) + 0.2
+    sos = ss.butter(2, cutoff / (rate / 2), output="sos")
+    k = signal.settling_samples(sos)
+    auto = signal.lowpass(x, rate, cutoff, padlen="auto")
+    np.testing.assert_allclose(auto, ss.sosfiltfilt(sos, x, padlen=k), rtol=0, atol=1e-13)
+    err = {name: np.abs(signal.derivative(y, rate, 2) - acc)
+           for name, y in (("auto", auto), ("longest", signal.lowpass(x, rate, cutoff, padlen=x.size - 1)),
+                           ("scipy", signal.lowpass(x, rate, cutoff)))}  # fmt: skip
+    peak = np.abs(acc).max()
+    assert np.abs(err["auto"] - err["longest"]).max() < 1e-3 * peak  # settled
+    inner = slice(400, -400)  # 40 ms from the ends
+    assert err["auto"][inner].max() < 0.002 * peak and err["scipy"][inner].max() > 0.05 * peak
+    assert err["scipy"].max() > 10 * err["auto"].max()
+    # at most the signal's length less one; other strings refused
+    short = signal.lowpass(x[:100], rate, cutoff, padlen="auto")
+    np.testing.assert_allclose(short, ss.sosfiltfilt(sos, x[:100], padlen=99), rtol=0, atol=1e-13)
+    with pytest.raises(ValueError, match="'auto'"):
+        signal.lowpass(x, rate, cutoff, padlen="long")
+
+
 def test_residual_analysis_matches_the_frequency_domain_prediction():
     # Tones at 1, 2.5 and 5 Hz plus white noise (sigma 0.01) at 500 Hz. In the
     # frequency domain the zero-phase filter has gain G(f) = |H(f)|^2 (H: SciPy's
