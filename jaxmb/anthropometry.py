@@ -493,7 +493,8 @@ def seven_segment_human(height=1.75, body_mass=70.0, table: str = "dempster", **
       body_mass: body mass M, kg.
       table: "dempster", "deleva_male" or "deleva_female".
       **kw: forwarded to :func:`jaxmb.tree`. Defaults: base="floating",
-        coordinates="absolute", names=SEVEN_SEGMENT_NAMES, attach as above.
+        coordinates="absolute", names=SEVEN_SEGMENT_NAMES, attach as above
+        (``[None, 0.0, None, None, None, None, None]``: see :func:`jaxmb.tree`).
 
     Returns:
       A seven-segment :class:`jaxmb.Model` (dof 9 with the floating base).
@@ -501,8 +502,9 @@ def seven_segment_human(height=1.75, body_mass=70.0, table: str = "dempster", **
     H = _positive("height", height, "m")
     M = _positive("body_mass", body_mass, "kg")
     lengths, parts = _seven_segment(H, M, _check_table(table))
-    Lt, Lthigh, Lshank, _, _, Lupper, _ = lengths
-    attach = [0.0, 0.0, Lthigh, Lshank, Lt, Lt, Lupper]
+    # the thighs at the trunk's proximal point (the hip); every other joint at its
+    # parent's distal end, following its length (replace(length=...), grad)
+    attach = [None, 0.0, None, None, None, None, None]
     kw.setdefault("base", "floating")
     kw.setdefault("coordinates", "absolute")
     kw.setdefault("names", SEVEN_SEGMENT_NAMES)

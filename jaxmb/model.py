@@ -155,6 +155,10 @@ class Model:
 
         Parameters are converted like in :func:`tree`; changing ``coordinates`` only
         changes how q is read (use :func:`jaxmb.coordinates_to` to convert q).
+        ``attach=`` gives every joint as in :func:`tree`: a number puts the joint at
+        that distance for good (it no longer follows its parent's length, even if
+        the number equals that length), None keeps it at the parent's distal end.
+        ``length=`` alone moves the joints at the parents' distal ends.
         """
         fields = {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
         unknown = set(changes) - set(fields)
@@ -371,14 +375,23 @@ def _build(length, com, mass, inertia, attach, origin, gravity, parent, names, b
 
     if attach is None:
         # default: the distal end of the parent, which follows the parent's length
-        lp = np.asarray(length)
-        attach = np.array([lp[p] if p >= 0 else 0.0 for p in parent])
-        attach_end = tuple(p >= 0 for p in parent)
-    elif attach_end is None:
+        attach = [None] * n
+    if attach_end is None:
         attach_end = tuple(False for _ in parent)
     attach_end = tuple(bool(b) for b in attach_end)
     if len(attach_end) != n:
         raise ValueError(f"attach_end must have {n} entries (one per segment), got {len(attach_end)}")
+    if isinstance(attach, (list, tuple)) and any(a is None for a in attach):
+        # None entries: at the parent's distal end, following its length
+        if len(attach) != n:
+            raise ValueError(f"attach must have {n} entries (one per segment), got {len(attach)}")
+        attach_end = tuple(e or (a is None and p >= 0) for e, a, p in zip(attach_end, attach, parent))
+        if _is_traced(length):
+            lp = jnp.broadcast_to(length, (n,))
+            attach = jnp.stack([lp[max(p, 0)] if a is None else jnp.asarray(a, lp.dtype) for a, p in zip(attach, parent)])
+        else:
+            lp = np.asarray(length)
+            attach = [(lp[p] if p >= 0 else 0.0) if a is None else a for a, p in zip(attach, parent)]
     if not _is_traced(attach):
         attach = _floats("attach", attach)
         if attach.shape == (n,):  # the root's entry is ignored (a NaN there was refused)
@@ -441,8 +454,11 @@ def tree(
         each axis, or (segments, 2) local (along, across) vectors.
       mass: (segments,) masses, kg (> 0).
       inertia: (segments,) moments of inertia about the centres of mass, kg m^2 (> 0).
-      attach: (segments,) distance of each joint along its parent's axis, m;
-        default: the parent's distal end (its length). Ignored for the root.
+      attach: (segments,) distance of each joint along its parent's axis, m; an
+        entry None (or ``attach=None``, the default, for every joint): at the
+        parent's distal end, following its length (``replace(length=...)`` and
+        ``grad`` with respect to the length move the joint); a number stays where
+        it is put. Ignored for the root.
       origin: (2,) position of the root's proximal joint for a fixed base, m.
       gravity: gravitational acceleration, m/s^2, acting along -y.
       base: "fixed" (root hinged to the ground at ``origin``) or "floating" (q starts

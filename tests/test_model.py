@@ -53,6 +53,44 @@ def test_gradient_with_respect_to_length_moves_the_joints():
         np.testing.assert_allclose(g.length[i], fd, rtol=1e-6)
 
 
+def test_none_entries_of_attach_follow_the_parents_length():
+    # a tree mixing a joint at the parent's distal end (None) with an explicit one:
+    # before, None was refused as "attach of segment 1 is not finite: nan"
+    m = jaxmb.tree([-1, 0, 0], [0.5, 0.3, 0.3], [0.2, 0.1, 0.1], [3.0, 1.0, 1.0], [0.1, 0.01, 0.01],
+                   attach=[None, None, 0.1])  # fmt: skip
+    assert m.attach_end == (False, True, False)
+    np.testing.assert_allclose(m.replace(length=[0.7, 0.3, 0.3]).joint_attach, [0.0, 0.7, 0.1])
+    # replace(attach=...): numbers stay put, None stays at the distal end
+    m2 = _chain().replace(attach=[0.0, None, 0.1])
+    assert m2.attach_end == (False, True, False)
+    np.testing.assert_allclose(m2.replace(length=[0.5, 0.5, 0.5]).joint_attach, [0.0, 0.5, 0.1])
+    with pytest.raises(ValueError, match="attach must have 3 entries"):
+        jaxmb.tree([-1, 0, 0], [0.5, 0.3, 0.3], 0.1, [3.0, 1.0, 1.0], [0.1, 0.01, 0.01], attach=[None, 0.1])
+
+
+def test_human_joints_follow_the_segment_lengths():
+    # seven_segment_human stored every joint as a number equal to its parent's
+    # length: a longer thigh left the knee where it was, and the gradient of any
+    # result with respect to the lengths was zero (all of it went to attach)
+    h = jaxmb.seven_segment_human()
+    assert h.attach_end == (False, False, True, True, True, True, True)
+    L = np.asarray(h.length)
+    longer = h.replace(length=h.length.at[1].mul(1.2))
+    np.testing.assert_allclose(longer.joint_attach[2], 1.2 * L[1], rtol=1e-15)  # the knee
+    q = jnp.linspace(0.1, 0.9, 9)
+    f = lambda lengths: jnp.sum(jaxmb.joint_reactions(h.replace(length=lengths), q, q, 0 * q) ** 2)  # noqa: E731
+    g = np.asarray(jax.grad(f)(h.length))
+    step = 1e-6
+    for i in range(7):
+        e = np.zeros(7)
+        e[i] = step
+        fd = (f(h.length + e) - f(h.length - e)) / (2 * step)
+        np.testing.assert_allclose(g[i], fd, rtol=1e-6, atol=1e-6)
+    # trunk, thigh, shank and upper arm carry joints at their distal ends; foot, head and
+    # forearm none
+    assert np.all(np.abs(g[[0, 1, 2, 5]]) > 100) and np.all(g[[3, 4, 6]] == 0)
+
+
 def test_index_accepts_any_integer_scalar():
     # NumPy ints worked but JAX integer scalars (e.g. the elements of jnp.array([0, 2]))
     # did not; floats, bools, arrays of several values and traced values still fail
