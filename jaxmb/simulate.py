@@ -105,10 +105,11 @@ def simulate(
       ValueError: before anything is traced, for shapes that do not fit, and for
         non-real or non-finite ``q0``, ``qd0``, ``dt`` and array ``tau`` and
         ``loads`` (values are checked when concrete, i.e. not under the caller's
-        ``jit`` or ``vmap``), or ``steps`` that is not an int >= 0. The output of a
-        function ``tau`` or ``loads`` exists only inside the compiled scan, so only
-        its shape is checked (at trace time): a NaN it returns propagates into the
-        trajectory.
+        ``jit``, ``vmap`` or ``grad``), or ``steps`` that is not an int >= 0. The
+        output of a function ``tau`` or ``loads`` exists only inside the compiled
+        scan, so only its shape and dtype are checked (at trace time: one real
+        array, not a bool, complex, tuple or None): a NaN it returns propagates
+        into the trajectory.
     """
     if method not in ("rk4", "euler"):
         raise ValueError(f"method must be 'rk4' or 'euler', got {method!r}")
@@ -183,9 +184,9 @@ def simulate(
     # closure with the same program) reuses the compilation.
     tfn = lfn = None
     if tk == "fn":
-        tfn, tv = _Traced.trace(tv, dtype, q0.shape)
+        tfn, tv = _Traced.trace(tv, dtype, q0.shape, "tau")
     if lk == "fn":
-        lfn, lv = _Traced.trace(lv, dtype, q0.shape)
+        lfn, lv = _Traced.trace(lv, dtype, q0.shape, "loads")
     cached = (tfn is None or tfn.hashable) and (lfn is None or lfn.hashable)
     integrate = _integrate if cached else _integrate.__wrapped__  # uncacheable: traced anew
     try:
@@ -230,14 +231,29 @@ class _Traced:
         self.hashable = hashable
 
     @classmethod
-    def trace(cls, fn, dtype, shape):
+    def trace(cls, fn, dtype, shape, name="f"):
         """(cls instance, constants) for ``fn(t, q, qd)`` at a scalar t and (q, qd) of
         ``shape``, all of ``dtype``: traced now, whatever it was before (a fresh
         function, so that no cache keyed on ``fn`` answers: ``jax.make_jaxpr`` and
-        ``jax.closure_convert`` both keep one)."""
+        ``jax.closure_convert`` both keep one). Its output must be one real (float
+        or integer) array: a ValueError naming ``name`` otherwise, as for an array
+        given in its place (a bool, complex, tuple or None output would be cast,
+        dropped or fail inside the integration)."""
         t = jax.ShapeDtypeStruct((), dtype)
         x = jax.ShapeDtypeStruct(shape, dtype)
-        closed, out = jax.make_jaxpr(lambda t, q, qd: fn(t, q, qd), return_shape=True)(t, x, x)
+        try:
+            closed, out = jax.make_jaxpr(lambda t, q, qd: fn(t, q, qd), return_shape=True)(t, x, x)
+        except TypeError as e:  # e.g. None returned: no array to make
+            if "is not a valid JAX type" not in str(e):
+                raise
+            raise ValueError(f"{name}(t, q, qd) must return one real array, got a value that is not an array: "
+                             f"{e}") from None  # fmt: skip
+        if not isinstance(out, jax.ShapeDtypeStruct):
+            raise ValueError(f"{name}(t, q, qd) must return one real array, got {jax.tree_util.tree_structure(out)}"
+                             + (" (a tuple: for (value, aux), return the value alone)" if isinstance(out, tuple)
+                                else ""))  # fmt: skip
+        if not (jnp.issubdtype(out.dtype, jnp.floating) or jnp.issubdtype(out.dtype, jnp.integer)):
+            raise ValueError(f"{name}(t, q, qd) must return a real array, got dtype {out.dtype}")
         return cls(closed.jaxpr, jax.tree_util.tree_structure(out)), list(closed.consts)
 
     def __call__(self, consts, t, q, qd):
@@ -366,8 +382,8 @@ def _integrate(model, q0, qd0, tv, lv, dt, *, tk, lk, tfn, lfn, steps, method, g
             # state's leading shape (broadcasting *with* it, (4, 3) for (3,), would
             # fail later in broadcast_to with JAX's own message)
             if out.shape[max(out.ndim - len(core), 0):] != core or not _broadcasts_to(out.shape, lead + core):
-                raise ValueError(f"{name}(t, q, qd) must return an array broadcasting to {lead + core}, "
-                                 f"got shape {out.shape}")  # fmt: skip
+                raise ValueError(f"{name}(t, q, qd) must return an array ending in {core} that broadcasts to "
+                                 f"{lead + core}, got shape {out.shape}")  # fmt: skip
             return out.astype(dtype)
         return v if kind == "const" else v[k]
 

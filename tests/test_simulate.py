@@ -429,18 +429,37 @@ def test_a_changed_custom_derivative_rule_is_read_at_every_call():
     assert sim._integrate._cache_size() == size
 
 
+def test_function_output_must_be_one_real_array():
+    # before: a bool output was read as 0/1 N m, a complex one lost its imaginary part
+    # (a FutureWarning only), a (tau, aux) tuple or None failed inside JAX's tracing
+    # with a message that named neither tau nor the function
+    model = double_pendulum()
+    z = np.zeros(2)
+    for fn, match in ((lambda t, q, qd: q > 0, "must return a real array, got dtype bool"),
+                      (lambda t, q, qd: 1j * jnp.ones(2), "must return a real array, got dtype complex"),
+                      (lambda t, q, qd: (jnp.zeros(2), 1.0), "must return one real array.*a tuple"),
+                      (lambda t, q, qd: None, "must return one real array")):  # fmt: skip
+        with pytest.raises(ValueError, match=r"tau\(t, q, qd\) " + match):
+            jaxmb.simulate(model, z, z, fn, 1e-3, steps=2)
+    with pytest.raises(ValueError, match=r"loads\(t, q, qd\) must return a real array, got dtype bool"):
+        jaxmb.simulate(model, z, z, 0.0, 1e-3, steps=2, loads=lambda t, q, qd: jnp.zeros((2, 3), bool))
+    # integers are real: cast, as an integer array tau is
+    got = jaxmb.simulate(model, z, z, lambda t, q, qd: jnp.ones(2, int), 1e-3, steps=2)
+    np.testing.assert_array_equal(got.q, jaxmb.simulate(model, z, z, np.ones(2), 1e-3, steps=2).q)
+
+
 def test_function_output_must_broadcast_to_the_state():
     # an output that broadcasts *with* the state but not *to* it, (4, 2) for (2,),
     # got JAX's bare "Cannot broadcast to shape with fewer dimensions"
     model = double_pendulum()
     z = np.zeros(2)
     cases = [
-        (z, dict(tau=lambda t, q, qd: jnp.zeros((4, 2))), r"tau\(t, q, qd\) must return an array broadcasting "
-         r"to \(2,\), got shape \(4, 2\)"),
-        (np.zeros((3, 2)), dict(tau=lambda t, q, qd: jnp.zeros((4, 1, 2))), r"broadcasting to \(3, 2\), "
+        (z, dict(tau=lambda t, q, qd: jnp.zeros((4, 2))), r"tau\(t, q, qd\) must return an array ending in "
+         r"\(2,\) that broadcasts to \(2,\), got shape \(4, 2\)"),
+        (np.zeros((3, 2)), dict(tau=lambda t, q, qd: jnp.zeros((4, 1, 2))), r"broadcasts to \(3, 2\), "
          r"got shape \(4, 1, 2\)"),
         (z, dict(tau=0.0, loads=lambda t, q, qd: jnp.zeros((4, 2, 3))), r"loads\(t, q, qd\) must return an "
-         r"array broadcasting to \(2, 3\), got shape \(4, 2, 3\)"),
+         r"array ending in \(2, 3\) that broadcasts to \(2, 3\), got shape \(4, 2, 3\)"),
         (z, dict(tau=lambda t, q, qd: 0.0), r"tau\(t, q, qd\) must return .* got shape \(\)"),  # no silent core
     ]
     for q0, kw, message in cases:
