@@ -58,7 +58,8 @@ def add_command(sub) -> None:
     p.add_argument("--convention", choices=("jaxmb", "clinical"), default="jaxmb",
                    help="signs of angles and moments in the outputs (default jaxmb: counter-clockwise; "
                         "clinical: flexion, extensor and plantarflexor moments positive)")  # fmt: skip
-    p.add_argument("--out", default="jaxmb-out/gait", help="output folder (default jaxmb-out/gait)")
+    p.add_argument("--out", default="jaxmb-out/gait",
+                   help="output folder (default jaxmb-out/gait; '' writes nothing)")
     p.add_argument("--no-figures", action="store_true", help="write the CSV files only")
     p.set_defaults(func=_main)
 
@@ -85,6 +86,23 @@ def _cutoff(text, default):
     return v
 
 
+def _check_out(out: str) -> None:
+    """Refuse, before any work, an output folder that cannot be made or written:
+    ``out`` or its nearest existing ancestor a file, or not writable. (``""``:
+    nothing is written.) The folders themselves are made when writing (and removed
+    again if the writing fails)."""
+    if not out:
+        return
+    f = os.path.abspath(out)
+    while not os.path.exists(f) and f != os.path.dirname(f):
+        f = os.path.dirname(f)
+    if not os.path.isdir(f):
+        what = "exists and is not a folder" if f == os.path.abspath(out) else f"is inside {f}, which is a file"
+        raise InputError(f"--out {out} {what}")
+    if not os.access(f, os.W_OK | os.X_OK):
+        raise InputError(f"cannot create or write the output folder {out}: {f} is not writable")
+
+
 def _load(args, progress):
     """A list of trials (inputs of analyze, truth or None, stance slices or None,
     description, name, the file's time of each frame or None): one for the bundled
@@ -93,6 +111,7 @@ def _load(args, progress):
 
     if args.forces and not args.trc:
         raise InputError("--forces goes with --trc")
+    _check_out(args.out)
     mapping = _mapping(args.marker)  # parsed once: a malformed --marker is one error, not one per file
     if args.body_mass is not None and not (np.isfinite(args.body_mass) and args.body_mass > 0):
         raise InputError(f"--body-mass must be > 0 kg, got {args.body_mass}")
@@ -100,6 +119,9 @@ def _load(args, progress):
         if args.side != "right":
             raise InputError(f"--side {args.side}: the bundled running data have the right leg only "
                              "(give --c3d or --trc for another leg)")  # fmt: skip
+        if args.marker:
+            raise InputError("--marker names markers of a lab file: the bundled running data are joint centres "
+                             "(give --c3d or --trc)")  # fmt: skip
         data = gait.running_data()
         kw = data.inputs()
         kw["cutoff"] = _cutoff(args.cutoff, None)
@@ -168,11 +190,14 @@ def _load_one(args, mapping, path=None):
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always")
             if path is not None:
-                sg = gait.sagittal(io.read_c3d(path, warn_gaps=False), side=args.side, mapping=mapping)
+                trial = io.read_c3d(path, warn_gaps=False)
+                plates = trial.forces
+                sg = gait.sagittal(trial, side=args.side, mapping=mapping)
                 name = path
             else:
-                sg = gait.sagittal(io.read_trc(args.trc, warn_gaps=False), io.read_forces(args.forces),
-                                   side=args.side, mapping=mapping)  # fmt: skip
+                markers = io.read_trc(args.trc, warn_gaps=False)  # the markers' errors first
+                plates = io.read_forces(args.forces)
+                sg = gait.sagittal(markers, plates, side=args.side, mapping=mapping)
                 name = f"{args.trc} + {args.forces}"
     except ImportError as e:
         raise InputError(str(e)) from None
@@ -181,6 +206,8 @@ def _load_one(args, mapping, path=None):
                                              "JOINT=LABEL[,LABEL...])")) from None  # fmt: skip
     for w in caught:
         print(f"jaxmb gait: note: {w.message}", file=sys.stderr)
+    if plates is None or plates.force.shape[1] == 0:
+        raise InputError(f"{name} has no force plates: the moments need the ground reaction force")
     if sg.stance is None:
         raise InputError(f"the {args.side} foot touches no force plate in {name}")
     body_mass = args.body_mass
@@ -371,6 +398,9 @@ def _summary(res, truth, stances, desc):
         for j, joint in enumerate(gait.JOINTS):
             lines.append(f"{joint:8s}{err['moments'][j]:14.3f} N m{err['moments_rms'][j]:8.1f} N m"
                          f"{err['forces'][j]:15.3f} N{err['forces_rms'][j]:9.1f} N")  # fmt: skip
+        given = np.flatnonzero(np.any(np.asarray(truth[0]) != 0, axis=1))
+        lines.append(f"(moments over the {given.size} frames where the truth is given, {given[0]} to {given[-1]}; "
+                     f"forces over all {len(res.time)})")  # fmt: skip
         return lines, err
     t = res.time  # the file's time of each frame
     for i, stance in enumerate(stances):
@@ -414,20 +444,13 @@ def _trial_outputs(res, truth, stances, desc, args):
     return lines, files
 
 
-#: every file name that ``jaxmb gait`` writes into a folder: those of an earlier run
-#: that this run does not write are removed (a figure or a per-kg table of another
-#: trial must not sit beside this run's results)
-_OUTPUT_NAMES = ("angles.csv", "velocities.csv", "moments.csv", "powers.csv", "reactions.csv",
-                 "reactions_segment.csv", "ground_reaction.csv", "moments_per_kg.csv", "summary.txt",
-                 "moments.png", "stance.png", "quasi_static.png", "trials.csv")  # fmt: skip
-
-
 def _write(outputs, out):
     """Write {folder: {file name: text or bytes}} as one set (the folders made first;
     those made here are removed again when the writing fails), then remove the files
-    of :data:`_OUTPUT_NAMES` that an earlier run left in those folders and this one
-    did not write. Returns (files written, paths removed)."""
-    from .io import _remove_stale, _write_files
+    that an earlier run wrote into those folders and this one did not (listed in the
+    folder's manifest and unchanged since: :func:`jaxmb.io._write_outputs`). Returns
+    (files written, paths removed)."""
+    from .io import _write_outputs
 
     made = []
     try:
@@ -444,8 +467,8 @@ def _write(outputs, out):
                     raise InputError(f"cannot create the output folder {folder}: {_message(e)}") from None
                 made.append(d)
         try:
-            _write_files({os.path.join(folder, name): data for folder, files in outputs.items()
-                          for name, data in files.items()})  # fmt: skip
+            removed = _write_outputs({os.path.join(folder, name): data for folder, files in outputs.items()
+                                      for name, data in files.items()}, "gait")  # fmt: skip
         except OSError as e:  # the writer names the file it could not write
             where = e.filename if e.filename is not None and e.strerror else out
             raise InputError(f"cannot write the outputs (nothing was written): {where}: {e.strerror or e}") from None
@@ -456,13 +479,14 @@ def _write(outputs, out):
             except OSError:
                 pass
         raise
-    stale = [os.path.join(folder, name) for folder, files in outputs.items() for name in _OUTPUT_NAMES
-             if name not in files]  # fmt: skip
-    return sum(len(files) for files in outputs.values()), _remove_stale(stale, "gait")
+    return sum(len(files) for files in outputs.values()), removed
 
 
 def run(args) -> int:
     from tqdm.auto import tqdm
+
+    if not args.out:  # nothing is written: no figures to draw
+        args.no_figures = True
 
     n_files = len(args.c3d) if args.c3d else 1
     # reading each file, the inverse dynamics, each trial's summary and figures, writing
@@ -499,10 +523,11 @@ def run(args) -> int:
                      "moments positive), peaks over each stance on the plates"] + lines  # fmt: skip
             outputs[args.out] = {"trials.csv": table, "summary.txt": "\n".join(lines) + "\n"}
         progress.set_description("writing")
-        written, removed = _write(outputs, args.out)
+        written, removed = _write(outputs, args.out) if args.out else (0, [])
         progress.update()
     print("\n".join(lines))
-    print(f"wrote {written} files to {args.out}")
+    if args.out:
+        print(f"wrote {written} files to {args.out}")
     if removed:
         shown = ", ".join(os.path.relpath(p, args.out) for p in removed[:6]) + (", ..." if len(removed) > 6 else "")
         print(f"removed {len(removed)} files of an earlier run that this one does not write: {shown}")

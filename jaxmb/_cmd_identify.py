@@ -79,8 +79,7 @@ def _run(args) -> int:
     from tqdm import tqdm
 
     from . import identify
-    from .io import _png, _remove_stale
-    from .io import _write_files as write_files
+    from .io import _png, _write_outputs
 
     stages = ["fit", "bands", "files"]
     bar = tqdm(total=len(stages), desc="identify", unit="stage", file=sys.stderr, leave=False)
@@ -111,11 +110,10 @@ def _run(args) -> int:
             mom = np.where(trial["moment_weights"][sel, None] > 0, trial["moments"][sel], np.nan)
             files[os.path.join(args.out, _BANDS)] = _png(identify.bands_figure(d.time[sel], bands, mom))
         try:  # every file or none
-            write_files(files)
+            removed = _write_outputs(files, "identify")
         except OSError as e:
             bar.close()
             return _fail(f"cannot write to {args.out!r}: {e}")
-        removed = [] if bands is not None else _remove_stale([os.path.join(args.out, _BANDS)], "identify")
     bar.update()
     bar.close()
 

@@ -114,7 +114,7 @@ def run(args) -> int:
     import numpy as np
 
     import jaxmb
-    from jaxmb.io import _png, _remove_stale, _write_files
+    from jaxmb.io import _png, _write_outputs
 
     # -------- every check before the first optimisation
     costs = [c.strip() for c in args.cost.split(",") if c.strip()]
@@ -206,11 +206,10 @@ def run(args) -> int:
     if grid_rows is not None:
         files[workspace] = grid_rows
     try:  # every file or none (the writer names the file it could not write)
-        _write_files(files)
+        removed = _write_outputs(files, "optimal")
     except OSError as e:
         return _fail(f"cannot write the outputs (nothing was written): {e}")
     print("\n".join(f"{what}: {path}" for what, path in zip(("trajectories", "figure", "workspace"), files)))
-    if grid_rows is None:
-        for path in _remove_stale([workspace], "optimal"):
-            print(f"removed {path} of an earlier run (no --grid this time)")
+    for path in removed:
+        print(f"removed {path} of an earlier run" + (" (no --grid this time)" if os.path.basename(path) == os.path.basename(workspace) else ""))
     return 0

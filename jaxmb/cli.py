@@ -105,6 +105,12 @@ def _cmd_reach(args):
     if args.out and os.path.exists(args.out) and not os.path.isdir(args.out):
         print(f"jaxmb reach: error: --out {args.out} exists and is not a folder", file=sys.stderr)
         return 2
+    if args.out:
+        try:  # before the work: an error, not a traceback after it
+            os.makedirs(args.out, exist_ok=True)
+        except OSError as e:
+            print(f"jaxmb reach: error: cannot create --out folder {args.out!r}: {e.strerror or e}", file=sys.stderr)
+            return 2
     res = reaching_torques(args.duration, gravity=args.gravity, samples=args.samples)
     summary = _summary(res)
     print(f"Two-link arm (Dempster via the notes: 1.70 m, 70 kg), minimum-jerk reach in {args.duration} s, "
@@ -117,10 +123,13 @@ def _cmd_reach(args):
     if args.out:
         from .io import _write_files
 
-        os.makedirs(args.out, exist_ok=True)
         stem = os.path.join(args.out, f"reach_{args.duration:g}s_g{args.gravity:g}")
         png = _plot(res, f"Minimum-jerk reach, {args.duration:g} s, g = {args.gravity:g} m/s$^2$")
-        _write_files({stem + ".png": png, stem + ".json": _json_text(summary)})  # one set, atomically
+        try:  # one set, atomically (the writer names the file it could not write)
+            _write_files({stem + ".png": png, stem + ".json": _json_text(summary)})
+        except OSError as e:
+            print(f"jaxmb reach: error: cannot write the outputs (nothing was written): {e}", file=sys.stderr)
+            return 2
         print(f"figure: {stem}.png")
     return 0
 

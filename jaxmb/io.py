@@ -545,17 +545,65 @@ def _target_error(error: OSError, target: Path) -> OSError:
     return type(error)(f"{target}: {error}")
 
 
-def _remove_stale(paths, prog: str) -> list:
-    """Remove the files among ``paths`` (outputs of an earlier run of command ``prog``
-    that this run does not write: a figure or a table of another run must not sit
-    beside this run's results). A file that cannot be removed gets a warning on
-    stderr. Returns the paths removed."""
+def _digest(data) -> str:
+    import hashlib
+
+    return hashlib.sha256(data.encode("utf-8") if isinstance(data, str) else data).hexdigest()
+
+
+def _manifest_path(folder: Path, prog: str) -> Path:
+    """The file in which ``jaxmb prog`` lists what it wrote into ``folder``."""
+    return folder / f".jaxmb-{prog}.json"
+
+
+def _read_manifest(folder: Path, prog: str) -> dict:
+    """{file name: SHA-256} of the files an earlier run of ``jaxmb prog`` wrote into
+    ``folder``; {} where there is no readable manifest."""
+    import json
+
+    try:
+        files = json.loads(_manifest_path(folder, prog).read_text(encoding="utf-8")).get("files", {})
+    except (OSError, ValueError, AttributeError):
+        return {}
+    if not isinstance(files, dict):
+        return {}
+    return {k: v for k, v in files.items() if isinstance(k, str) and isinstance(v, str) and os.sep not in k}
+
+
+def _write_outputs(files: dict, prog: str) -> list:
+    """Write a command's output files ``{path: bytes or str}`` as one set
+    (:func:`_write_files`), with a manifest in each folder (``.jaxmb-<prog>.json``:
+    each file's name and SHA-256), then remove the files of an earlier run of the
+    command that this run did not write (a figure or a table of another run must not
+    sit beside this run's results): only those that the folder's earlier manifest
+    lists and whose content is still what that run wrote, never a file that the
+    user made or edited. A file that cannot be removed gets a warning on stderr.
+    Returns the paths removed."""
+    import json
+
+    folders = {}
+    for path, data in files.items():
+        path = Path(path)
+        folders.setdefault(path.parent, {})[path.name] = data
+    earlier = {folder: _read_manifest(folder, prog) for folder in folders}
+    manifests = {
+        _manifest_path(folder, prog): json.dumps(
+            {"command": f"jaxmb {prog}", "files": {n: _digest(d) for n, d in sorted(named.items())}}, indent=1
+        ) + "\n"
+        for folder, named in folders.items()
+    }
+    _write_files({**files, **manifests})
     removed = []
-    for path in paths:
-        if os.path.isfile(path):
+    for folder, listed in earlier.items():
+        for name, digest in sorted(listed.items()):
+            path = folder / name
+            if name in folders[folder] or not path.is_file():
+                continue
             try:
+                if _digest(path.read_bytes()) != digest:
+                    continue  # edited since: the user's now
                 os.remove(path)
-                removed.append(path)
+                removed.append(str(path))
             except OSError as e:
                 print(f"jaxmb {prog}: warning: cannot remove {path} of an earlier run: {e.strerror or e}",
                       file=sys.stderr)  # fmt: skip
@@ -1423,6 +1471,8 @@ def read_c3d(path, *, min_force: float = 20.0, warn_gaps: bool = True) -> C3DTri
         ) from error
     path = Path(path)
     source = path.name
+    if path.is_dir():
+        raise IsADirectoryError(f"{path}: is a folder, not a C3D file")
     if not path.is_file():
         raise FileNotFoundError(f"{path}: no such file")
     try:

@@ -93,7 +93,7 @@ def test_gait_several_c3d_files_in_one_batch(tmp_path, capsys, monkeypatch):
     many = tmp_path / "many"
     assert cli.main(["gait", "--c3d", str(a), str(b), str(a), *opts, "--out", str(many)]) == 0
     printed = capsys.readouterr().out
-    assert {p.name for p in many.iterdir()} == {"a", "b", "a-2", "trials.csv", "summary.txt"}
+    assert {p.name for p in many.iterdir()} == {"a", "b", "a-2", "trials.csv", "summary.txt", ".jaxmb-gait.json"}
     for folder, single in (("a", "a"), ("b", "b"), ("a-2", "a")):
         assert {p.name for p in (many / folder).iterdir()} == {p.name for p in singles[single].iterdir()}
         for name in ("moments.csv", "reactions.csv", "angles.csv"):
@@ -186,6 +186,7 @@ def test_gait_several_c3d_files_one_bad_writes_nothing(tmp_path, capsys):
         (["--c3d", "missing.c3d"], "no such file"),
         (["--body-mass", "-3"], "--body-mass"),
         (["--side", "left"], "--side left: the bundled running data have the right leg only"),
+        (["--marker", "knee=RKNE"], "--marker names markers of a lab file"),  # before: ignored
         # the reason, whole (no quote clipped off), naming the file
         (["--trc", "missing.trc", "--forces", "missing.forces"], "missing.trc: No such file or directory"),
     ],
@@ -196,6 +197,37 @@ def test_gait_bad_input_one_line_exit_2(tmp_path, capsys, argv, match):
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and err[0].startswith("jaxmb gait: error:") and match in err[0], err
     assert not out.exists()
+
+
+def test_gait_refuses_an_output_folder_it_cannot_make_before_the_work(tmp_path, monkeypatch, capsys):
+    # before: --out naming a file failed only after the analysis (seconds for one
+    # trial, minutes for a batch)
+    from jaxmb import gait
+
+    def no_analysis(*a, **k):
+        raise AssertionError("analyze was called")
+
+    monkeypatch.setattr(gait, "analyze", no_analysis)
+    afile = tmp_path / "afile"
+    afile.write_text("")
+    locked = tmp_path / "locked"
+    locked.mkdir(mode=0o500)
+    cases = [(afile, "exists and is not a folder"), (afile / "sub", f"is inside {afile}, which is a file")]
+    if not os.access(locked, os.W_OK):  # (root may write anyway)
+        cases.append((locked / "out", f"{locked} is not writable"))
+    for out, match in cases:
+        assert cli.main(["gait", "--out", str(out)]) == 2
+        err = capsys.readouterr().err.strip().splitlines()
+        assert len(err) == 1 and err[0].startswith("jaxmb gait: error:") and match in err[0], err
+
+
+def test_gait_out_empty_writes_nothing(tmp_path, monkeypatch, capsys):
+    # "--out ''" writes nothing, as for reach and identify (before: the current folder)
+    monkeypatch.chdir(tmp_path)
+    assert cli.main(["gait", "--out", ""]) == 0
+    printed = capsys.readouterr().out
+    assert "hip" in printed and "wrote" not in printed
+    assert list(tmp_path.iterdir()) == []
 
 
 def test_gait_failure_writes_nothing_one_line_exit_2(tmp_path, monkeypatch, capsys):
@@ -328,9 +360,23 @@ def test_gait_two_stances_a_stale_folder_markers_and_body_mass(tmp_path, capsys)
     assert cli.main(["gait", *files, "--no-figures", "--marker", "toe={S}TOE", "--body-mass", "6.12",
                      "--out", str(out)]) == 0  # fmt: skip
     captured = capsys.readouterr()
-    assert "removed 2 files of an earlier run that this one does not write: stance.png, quasi_static.png" \
+    assert "removed 2 files of an earlier run that this one does not write: quasi_static.png, stance.png" \
         in captured.out  # fmt: skip
     assert not any(p.suffix == ".png" for p in out.iterdir())
+    # files of the user's by those names (no manifest lists them, or edited since) stay:
+    # before, any file named like an output was removed
+    mine = tmp_path / "mine"
+    mine.mkdir()
+    (mine / "stance.png").write_text("my figure")
+    (mine / "trials.csv").write_text("my table")
+    assert cli.main(["gait", *files, "--no-figures", "--out", str(mine)]) == 0
+    assert cli.main(["gait", *files, "--out", str(out)]) == 0
+    (out / "stance.png").write_bytes(b"edited")
+    assert cli.main(["gait", *files, "--no-figures", "--out", str(out)]) == 0
+    assert "removed 1 files of an earlier run that this one does not write: quasi_static.png" \
+        in capsys.readouterr().out  # fmt: skip
+    assert (mine / "stance.png").read_text() == "my figure" and (mine / "trials.csv").read_text() == "my table"
+    assert (out / "stance.png").read_bytes() == b"edited"
     assert "--body-mass 6.12 kg is 0.1 times the plates' estimate, 61.2 kg" in captured.err, captured.err
     for marker, match in (("toe=RTOEX", "RTOEX.*name the markers with --marker JOINT=LABEL"),
                           ("foot=RTOE", "unknown joint 'foot'"), ("toe", "write JOINT=LABEL")):  # fmt: skip
@@ -338,3 +384,18 @@ def test_gait_two_stances_a_stale_folder_markers_and_body_mass(tmp_path, capsys)
         err = capsys.readouterr().err.strip().splitlines()
         assert re.search(match, err[-1]) and err[-1].startswith("jaxmb gait: error:"), err
     assert not (tmp_path / "bad").exists()
+
+
+def test_gait_c3d_without_plates_and_a_folder_are_named(tmp_path, capsys):
+    # before: "the right foot touches no force plate in ..." (a stepping problem, it
+    # seemed) for a file without any plate, and "no such file" for a folder
+    ezc3d = pytest.importorskip("ezc3d")
+    c = ezc3d.c3d(str(HERE / "data" / "Gait.c3d"))
+    c["parameters"]["FORCE_PLATFORM"]["USED"]["value"] = [0]
+    c.write(str(tmp_path / "noplates.c3d"))
+    for target, match in ((tmp_path / "noplates.c3d", "noplates.c3d has no force plates"),
+                          (tmp_path, f"{tmp_path}: is a folder, not a C3D file")):  # fmt: skip
+        assert cli.main(["gait", "--c3d", str(target), "--body-mass", "60", "--out", str(tmp_path / "o")]) == 2
+        err = capsys.readouterr().err.strip().splitlines()
+        assert err[-1].startswith("jaxmb gait: error:") and match in err[-1], err
+    assert not (tmp_path / "o").exists()

@@ -514,17 +514,28 @@ def test_vmap_batching_equals_map():
 def test_cli_optimal_writes_figure_and_csv(tmp_path, capsys):
     from jaxmb.cli import main
 
-    (tmp_path / "optimal_workspace.csv").write_text("x_m,y_m\n")  # an earlier run's, with --grid
+    from jaxmb.io import _write_outputs
+
+    # a file of an earlier run with --grid (written as the command writes, with its
+    # manifest) is removed; one of the user's by the same name in another folder
+    # is not (before, any file by that name was removed: a user's file, too)
+    _write_outputs({tmp_path / "optimal_workspace.csv": "x_m,y_m\n"}, "optimal")
+    mine = tmp_path / "mine"
+    mine.mkdir()
+    (mine / "optimal_workspace.csv").write_text("my notes\n")
     assert main(["optimal", "--cost", "hand_jerk", "--nodes", str(NODES), "--out", str(tmp_path)]) == 0
     out = capsys.readouterr().out
     assert "hand_jerk" in out and "removed" in out and "optimal_workspace.csv of an earlier run" in out
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["optimal_reach.csv", "optimal_reach.png"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == [".jaxmb-optimal.json", "mine", "optimal_reach.csv",
+                                                          "optimal_reach.png"]  # fmt: skip
+    assert main(["optimal", "--cost", "hand_jerk", "--nodes", str(NODES), "--out", str(mine)]) == 0
+    assert (mine / "optimal_workspace.csv").read_text() == "my notes\n" and "removed" not in capsys.readouterr().out
     rows = (tmp_path / "optimal_reach.csv").read_text().splitlines()
     assert rows[0].startswith("criterion,t_s") and len(rows) == 1 + NODES
     umask = os.umask(0)
     os.umask(umask)
     for p in tmp_path.iterdir():  # before: 0600 (mkstemp's mode)
-        assert p.stat().st_mode & 0o777 == 0o666 & ~umask, p
+        assert p.is_dir() or p.stat().st_mode & 0o777 == 0o666 & ~umask, p
     # bad input: a one-line message and a non-zero exit, nothing written
     out = tmp_path / "bad"
     assert main(["optimal", "--end", "2", "2", "--out", str(out)]) == 2

@@ -87,6 +87,14 @@ def test_cli_reach_writes_figure_and_summary(tmp_path, capsys):
     assert files == ["reach_0.5s_g9.81.json", "reach_0.5s_g9.81.png"]
     summary = json.loads((tmp_path / "reach_0.5s_g9.81.json").read_text())
     assert summary["elbow"]["gravity"]["peak"] > 0
+    # an output folder that cannot be made: one line, exit 2, before the work (before:
+    # the table, then a traceback)
+    afile = tmp_path / "afile"
+    afile.write_text("")
+    assert main(["reach", "--out", str(afile / "sub")]) == 2
+    captured = capsys.readouterr()
+    assert captured.out == "" and captured.err.startswith("jaxmb reach: error: cannot create --out folder")
+    assert len(captured.err.strip().splitlines()) == 1
 
 
 @pytest.mark.parametrize("duration", [0.0, -1.0, float("nan"), float("inf")])
