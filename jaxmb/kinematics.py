@@ -136,8 +136,11 @@ def check_array(x, name: str):
 def check_steps(steps) -> int:
     """A number of steps as an int >= 0: a Python or NumPy int or a concrete 0-d
     integer array; ValueError for anything else (a float such as 2.7 is not rounded)."""
-    integer_array = (isinstance(steps, (np.ndarray, jax.Array)) and not isinstance(steps, jax.core.Tracer)
-                     and steps.ndim == 0 and jnp.issubdtype(steps.dtype, jnp.integer))  # fmt: skip
+    if isinstance(steps, jax.core.Tracer):
+        raise ValueError("steps must be a concrete int (it sets the shape of the result), got a traced value: "
+                         "pass a Python int, static under jax.jit (static_argnums / static_argnames)")
+    integer_array = (isinstance(steps, (np.ndarray, jax.Array)) and steps.ndim == 0
+                     and jnp.issubdtype(steps.dtype, jnp.integer))  # fmt: skip
     if not ((isinstance(steps, (int, np.integer)) and not isinstance(steps, bool)) or integer_array):
         raise ValueError(f"steps must be an int >= 0 (the number of time steps), got {steps!r}")
     if int(steps) < 0:

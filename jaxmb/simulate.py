@@ -10,7 +10,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from . import batch as _batch
-from .kinematics import _float_dtype, check_array, check_batch, check_dt, check_steps
+from .kinematics import _as_array, _float_dtype, check_array, check_batch, check_dt, check_steps
 from .model import Model
 
 __all__ = ["simulate", "Trajectory"]
@@ -52,6 +52,7 @@ def simulate(
     steps: int | None = None,
     method: str = "rk4",
     gradient: str = "adjoint",
+    t0=0.0,
 ) -> Trajectory:
     """Integrate M qdd + C + G + E = tau from (q0, qd0).
 
@@ -90,6 +91,11 @@ def simulate(
         Euler: qd += dt qdd(q, qd); q += dt qd; first order. It is symplectic only
         when M is constant and qdd does not depend on qd, e.g. a single pendulum; for
         a multibody chain its energy error grows linearly with time and dt.)
+      t0: the time of the initial state, s (default 0): a function ``tau`` or
+        ``loads`` sees t = t0 + k dt (and the RK4 stages' times between), and the
+        result's ``t`` starts at it. For a run that continues another, or one
+        backwards from its end (``dt < 0``, ``t0`` the end time), so that a
+        time-dependent controller sees the times it saw forwards.
       gradient: how forward dynamics is differentiated, as in
         :func:`jaxmb.forward_dynamics`: "adjoint" (default; reverse mode only, the
         fastest to compile and run) or "autodiff" (``jax.jvp`` and ``jax.jacfwd``
@@ -111,6 +117,8 @@ def simulate(
         array, not a bool, complex, tuple or None): a NaN it returns propagates
         into the trajectory.
     """
+    if not isinstance(model, Model):
+        raise ValueError(f"model must be a jaxmb.Model (jaxmb.chain, jaxmb.tree, ...), got {type(model).__name__}")
     if method not in ("rk4", "euler"):
         raise ValueError(f"method must be 'rk4' or 'euler', got {method!r}")
     if gradient not in _batch.GRADIENTS:
@@ -118,6 +126,9 @@ def simulate(
     if steps is not None:
         steps = check_steps(steps)
     dt = check_dt(dt)
+    t0 = check_array(_as_array(t0, "t0"), "t0")
+    if np.ndim(t0) != 0:
+        raise ValueError(f"t0 must be a scalar time (s), got shape {tuple(np.shape(t0))}")
     q0 = check_batch(model, q0, "q0")
     qd0 = check_batch(model, qd0, "qd0")
     try:
@@ -174,6 +185,7 @@ def simulate(
     elif lengths and steps != next(iter(lengths)):
         raise ValueError(f"steps={steps} but the arrays over steps have {next(iter(lengths))}")
     dt = jnp.asarray(dt, dtype)
+    t0 = jnp.asarray(t0, dtype)
     del state_ndim
     # One compiled integration per model topology, shapes, options and controller
     # program: a direct call from Python would otherwise trace and compile the scan
@@ -190,7 +202,7 @@ def simulate(
     cached = (tfn is None or tfn.hashable) and (lfn is None or lfn.hashable)
     integrate = _integrate if cached else _integrate.__wrapped__  # uncacheable: traced anew
     try:
-        return integrate(model, q0, qd0, tv, None if lk == "none" else lv, dt,
+        return integrate(model, q0, qd0, tv, None if lk == "none" else lv, dt, t0,
                          tk=tk, lk=lk, tfn=tfn, lfn=lfn, steps=steps, method=method, gradient=gradient)  # fmt: skip
     except TypeError as e:
         hint = _batch.forward_mode_hint(e, gradient)
@@ -361,7 +373,7 @@ def _program_key(jaxpr):
 
 
 @functools.partial(jax.jit, static_argnames=("tk", "lk", "tfn", "lfn", "steps", "method", "gradient"))
-def _integrate(model, q0, qd0, tv, lv, dt, *, tk, lk, tfn, lfn, steps, method, gradient):
+def _integrate(model, q0, qd0, tv, lv, dt, t0, *, tk, lk, tfn, lfn, steps, method, gradient):
     """The integration of :func:`simulate` for validated inputs: q0, qd0 (lead..., dof)
     of the model's dtype; tv / lv the array inputs, for a function the constants of
     its :class:`_Traced` program tfn / lfn (None otherwise; lv None for no loads);
@@ -412,7 +424,7 @@ def _integrate(model, q0, qd0, tv, lv, dt, *, tk, lk, tfn, lfn, steps, method, g
 
     def step(state, k):
         q, qd = state
-        t = k * dt
+        t = t0 + k * dt
         if method == "euler":
             qd = qd + dt * (acc_t if small else acc)(k, t, q, qd)
             q = q + dt * qd
@@ -450,5 +462,5 @@ def _integrate(model, q0, qd0, tv, lv, dt, *, tk, lk, tfn, lfn, steps, method, g
         qs, qds = back(qs), back(qds)
     else:
         _, (qs, qds) = jax.lax.scan(step, (q0, qd0), jnp.arange(steps))
-    t = (jnp.arange(steps + 1, dtype=dtype) * dt).at[0].set(0.0)  # 0, not -0.0, for dt < 0
+    t = t0 + jnp.arange(steps + 1, dtype=dtype) * dt  # t0 + (-0.0) is t0: 0, not -0.0, for dt < 0
     return Trajectory(t, jnp.concatenate([q0[None], qs]), jnp.concatenate([qd0[None], qds]))
