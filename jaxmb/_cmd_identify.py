@@ -82,7 +82,8 @@ def _run(args) -> int:
     from .io import _png, _write_outputs
 
     stages = ["fit", "bands", "files"]
-    bar = tqdm(total=len(stages), desc="identify", unit="stage", file=sys.stderr, leave=False)
+    bar = tqdm(total=len(stages), desc="identify", unit="stage", file=sys.stderr, leave=False,
+               disable=None)  # no bar where stderr is not a terminal (a pipe, a log)
     try:
         bar.set_postfix_str("consistent fit of 12 parameters")
         out = identify.recover_running(args.perturb, args.seed, loss=args.loss, frames=slice(None, None, args.stride))

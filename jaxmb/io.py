@@ -996,6 +996,13 @@ def read_forces(path) -> ForcePlates:
                     f"(NumberOfForcePlates={n_plates})"
                 )
             take.append(index[f"{name}{k}"])
+    extra = sorted({int(c[len(n):]) for c in columns for n in names
+                    if c.startswith(n) and c[len(n):].isdigit() and int(c[len(n):]) > n_plates})  # fmt: skip
+    if extra:
+        raise ValueError(
+            f"{source}, line {header_lineno}: columns of plate {extra[0]} but NumberOfForcePlates={n_plates} "
+            f"(line {header_line['NumberOfForcePlates']}): the plates beyond it would be ignored"
+        )
 
     rows, row_lines = _whitespace_rows(lines, header_lineno, columns, source)
     if len(rows) != n_samples:

@@ -247,6 +247,9 @@ def test_forces_round_trip(tmp_path):
         (lambda ls: ls.__setitem__(2, "SampleRate=abc"), r"line 3: header field SampleRate = 'abc' is not a number"),
         (lambda ls: ls.__delitem__(2), r"header field SampleRate missing"),
         (lambda ls: ls.__setitem__(1, "NumberOfForcePlates=3"), r"line 5: column FX3 missing \(NumberOfForcePlates=3\)"),
+        # a second plate's columns under NumberOfForcePlates=1 (before: read as one plate)
+        (lambda ls: ls.__setitem__(1, "NumberOfForcePlates=1"),
+         r"line 5: columns of plate 2 but NumberOfForcePlates=1 \(line 2\)"),
         (lambda ls: ls.__setitem__(4, ls[4].replace("MZ2", "MZ1")), r"line 5: column MZ1 appears twice"),
         (lambda ls: ls.__setitem__(6, ls[6].rsplit("\t", 2)[0]), r"line 7: expected 15 fields, got 13"),
         (lambda ls: ls.__setitem__(7, ls[7].replace("720.0", "72O.0")), r"line 8, column 4 \(FZ1\): '72O.0' is not a number"),
