@@ -333,8 +333,8 @@ def _gait_case():
     args = (tuple(pts[k] for k in ("hip", "knee", "ankle", "toe")), force, cop, None, None, seg,
             jnp.asarray(d.gravity), None)  # fmt: skip
 
-    def make(post=None):  # compiled and run once now: module stand-ins are read while tracing
-        f = functools.partial(gait._group_pipeline, **static)
+    def make(post=None, **changes):  # compiled and run once now: module stand-ins are read while tracing
+        f = functools.partial(gait._group_pipeline, **{**static, **changes})
         fn = jax.jit(f if post is None else lambda *a: post(f(*a)))
         common.block(fn(*args))
         return fn
@@ -369,6 +369,28 @@ def gait_filter(log=print) -> list:
     diff = float(jnp.max(jnp.abs(fns["strided_64"](*args)["moments"] - fns["blocked_32"](*args)["moments"])))
     log(f"gait_filter: moments differ by {diff:.1e} N m")
     return _timed("gait_filter", fns, args, {"trials": 1000, "frames": 6001, "max_moment_difference_Nm": diff}, log)
+
+
+def gait_padlen(log=print) -> list:
+    """The gait pipeline (1,000 running trials at 15 Hz) with scipy's odd extension
+    (padlen=None: 9 samples) and analyze's default, padlen="auto" (the filter's
+    settling samples: 1,384), alternated; compiled apart. The pads' outputs that are
+    discarded are not computed, so the longer extension should cost little."""
+    import jax.numpy as jnp
+
+    from jaxmb import signal
+    from jaxmb._filters import _lowpass_design
+
+    from .bench_gait import CUTOFF
+
+    make, args = _gait_case()
+    fns = {"scipy_9": make(padlen=None), "auto": make()}
+    pad = _lowpass_design(10000.0, CUTOFF, 2, False, "auto", 6001)[1]
+    diff = float(jnp.max(jnp.abs(fns["scipy_9"](*args)["moments"] - fns["auto"](*args)["moments"])))
+    log(f"gait_padlen: padlen 'auto' = {pad} samples (settling_samples {signal.settling_samples(_lowpass_design(10000.0, CUTOFF, 2, False, None, 6001)[0])}); "
+        f"the moments differ by up to {diff:.1f} N m (the edges)")
+    return _timed("gait_padlen", fns, args, {"trials": 1000, "frames": 6001, "padlen_auto": pad,
+                                             "max_moment_difference_Nm": diff}, log)  # fmt: skip
 
 
 def gait_parts(log=print) -> list:
@@ -551,7 +573,7 @@ def reverse_form(log=print) -> list:
     return rows
 
 
-SECTIONS = ("reductions", "adjoint_size", "solvers", "assembly", "in_loop", "gait_filter", "gait_parts",
+SECTIONS = ("reductions", "adjoint_size", "solvers", "assembly", "in_loop", "gait_filter", "gait_padlen", "gait_parts",
             "gradient_parts", "gradient_compile_parts", "reverse_form", "adjoint_reduction",
             "kernel_crossover", "compile_backend")  # fmt: skip
 
@@ -731,6 +753,7 @@ def main(argv=None):
         "assembly": assembly,
         "in_loop": in_loop,
         "gait_filter": gait_filter,
+        "gait_padlen": gait_padlen,
         "gait_parts": gait_parts,
         "gradient_parts": gradient_parts,
         "gradient_compile_parts": gradient_compile_parts,
