@@ -299,7 +299,7 @@ def _trials_table(names, files, results, stances):
     """(CSV text, printed lines) of every trial's stance peaks, a row per stance."""
     from .gait import JOINTS
 
-    cols = ["trial", "path", "stance", "start_s", "frames", "stance_s", "body_mass_kg", "cutoff_hz"] + [
+    cols = ["trial", "path", "stance", "start_s", "trial_frames", "stance_s", "body_mass_kg", "cutoff_hz"] + [
         f"{j}_{q}" for j in JOINTS for q in ("moment_max_nm_per_kg", "moment_min_nm_per_kg", "power_max_w_per_kg")]
     text = StringIO()
     table = csv.writer(text, lineterminator="\n")  # quotes a file name with a comma

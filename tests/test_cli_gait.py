@@ -107,9 +107,9 @@ def test_gait_several_c3d_files_in_one_batch(tmp_path, capsys, monkeypatch):
     with open(many / "trials.csv") as f:
         header = f.readline().strip().split(",")
     table = np.genfromtxt(many / "trials.csv", delimiter=",", names=True, dtype=None, encoding=None)
-    assert header[:8] == ["trial", "path", "stance", "start_s", "frames", "stance_s", "body_mass_kg", "cutoff_hz"]
+    assert header[:8] == ["trial", "path", "stance", "start_s", "trial_frames", "stance_s", "body_mass_kg", "cutoff_hz"]
     assert len(table) == 3 and list(table["stance"]) == [1, 1, 1]
-    assert list(table["trial"]) == ["a", "b", "a-2"] and list(table["frames"]) == [n_a, n_b, n_a]
+    assert list(table["trial"]) == ["a", "b", "a-2"] and list(table["trial_frames"]) == [n_a, n_b, n_a]
     assert list(table["path"]) == [str(a), str(b), str(a)]
     # the peaks are the single trial's over its stance (the README's figures)
     ankle = table["ankle_moment_max_nm_per_kg"]
