@@ -330,6 +330,8 @@ def _check_structure(parent: tuple, names: tuple, base, coordinates, attach_end=
 
 def _build(length, com, mass, inertia, attach, origin, gravity, parent, names, base, coordinates, attach_end=None):
     """Validate eagerly and assemble a Model (all checks name the field and segment)."""
+    if any(isinstance(p, (bool, np.bool_)) for p in np.asarray(parent, dtype=object).reshape(-1)):
+        raise ValueError(f"parent must hold integer indices (-1 for the root), got booleans: {parent!r}")
     pf = _floats("parent", parent).reshape(-1)
     if not np.all(np.isfinite(pf) & (pf == np.round(pf))):
         raise ValueError(f"parent must hold integer indices (-1 for the root), got {np.asarray(parent).tolist()}")

@@ -62,7 +62,9 @@ def joint_reactions(
       loads: optional (segments, 3) or (..., segments, 3) world-frame wrenches
         (Fx, Fy, Mz) at the centres of mass, e.g. from :func:`jaxmb.point_load`.
       joints: the joints to compute, by segment index or name (joint i is the
-        proximal joint of segment i); default: all, in segment order.
+        proximal joint of segment i; a negative index counts from the end, as in
+        Python: -1 is the last segment's joint, not the ground, which is -1 in
+        ``parent``); default: all, in segment order.
       frame: "world" for (Fx, Fy), or "segment" for (axial, shear) in the child
         segment's frame: axial along the child's axis (positive when the parent
         pushes the child distally, i.e. compression), shear along the axis rotated

@@ -105,6 +105,8 @@ CONSTRUCTION_CASES = [
     (dict(gravity=[[0.0, -9.81]]), r"gravity must be a scalar"),
     # booleans: True as 1 kg (before: accepted)
     (dict(mass=[True, True, True, True]), r"mass must be numbers, got booleans"),
+    # a boolean among the parents (before: read as 1, then "parent of segment 1 is 1")
+    (dict(parent=[-1, True, 1, 1]), r"parent must hold integer indices .* got booleans"),
 ]
 
 
