@@ -182,7 +182,7 @@ def run(args) -> int:
         k = curvature(res.hand)
         buf = io.StringIO()
         w = csv.writer(buf)
-        w.writerow(["x_m", "y_m", "curvature", "converged"])
+        w.writerow(["x_m", "y_m", "curvature_per_chord", "converged"])  # deviation / chord length (a fraction)
         for (x, y), kk, ok in zip(tg, k, np.asarray(res.converged)):
             w.writerow([f"{x:.6g}", f"{y:.6g}", f"{kk:.6g}", int(ok)])
         grid_rows = buf.getvalue()
