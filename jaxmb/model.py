@@ -249,9 +249,11 @@ def ancestor_matrix(parent: tuple) -> np.ndarray:
 # --------------------------------------------------------------------- building
 
 
-def _floats(name, value, dtype=float):
-    """``np.asarray(value, dtype)``; a ragged nested list or a non-numeric entry raises
-    ValueError naming the field (NumPy's own message names nothing)."""
+def _floats(name, value, dtype=float, must="be numbers"):
+    """``np.asarray(value, dtype)``; a ragged nested list, a non-numeric entry or a
+    boolean (an array of them or one entry of a list: True as 1 kg is a mistake, not a
+    number) raises ValueError naming the field (NumPy's own message names nothing):
+    "``name`` must ``must``, got booleans"."""
     try:
         out = np.asarray(value, dtype=dtype)
     except (ValueError, TypeError) as e:
@@ -260,8 +262,9 @@ def _floats(name, value, dtype=float):
             f"{name} must be a rectangular array of numbers (rows of equal length), got {got}: "
             f"{str(e).splitlines()[0]}"
         ) from None
-    if np.asarray(value).dtype == bool:  # True as 1 kg: a mistake, not a number
-        raise ValueError(f"{name} must be numbers, got booleans: {value!r}")
+    entries = np.asarray(value, dtype=object).reshape(-1) if isinstance(value, (list, tuple)) else ()
+    if np.asarray(value).dtype == bool or any(isinstance(v, (bool, np.bool_)) for v in entries):
+        raise ValueError(f"{name} must {must}, got booleans: {value!r}")
     return out
 
 
@@ -330,9 +333,7 @@ def _check_structure(parent: tuple, names: tuple, base, coordinates, attach_end=
 
 def _build(length, com, mass, inertia, attach, origin, gravity, parent, names, base, coordinates, attach_end=None):
     """Validate eagerly and assemble a Model (all checks name the field and segment)."""
-    if any(isinstance(p, (bool, np.bool_)) for p in np.asarray(parent, dtype=object).reshape(-1)):
-        raise ValueError(f"parent must hold integer indices (-1 for the root), got booleans: {parent!r}")
-    pf = _floats("parent", parent).reshape(-1)
+    pf = _floats("parent", parent, must="hold integer indices (-1 for the root)").reshape(-1)
     if not np.all(np.isfinite(pf) & (pf == np.round(pf))):
         raise ValueError(f"parent must hold integer indices (-1 for the root), got {np.asarray(parent).tolist()}")
     parent = tuple(int(p) for p in pf)
