@@ -998,7 +998,8 @@ def analyze(
       padlen: the filter's odd extension at each end of a trial, samples: "auto"
         (default: :func:`jaxmb.signal.settling_samples`, in which the filter's
         slowest mode decays by 1e-4, about 2 periods of the cut-off for ``order=2``,
-        at most the trial's length less one), None (scipy's ``3 * (order + 1)``) or
+        at most the trial's length less one; a UserWarning where a cut-off is so
+        low that the transient outlasts the trial), None (scipy's ``3 * (order + 1)``) or
         an int; see :func:`jaxmb.signal.lowpass`. Scipy's 9 samples are short at
         high rates: the bundled 10 kHz running data filtered at 30 Hz have a hip
         moment RMS error of 96 N m with them (edge transients in the last and first
@@ -1225,6 +1226,12 @@ def analyze(
         for cut, r, n in ((kc, rate, nk), (fc, force_rate, nf)):
             if cut is not None and n <= least:
                 raise ValueError(f"trials of {n} samples are too short to filter (more than {least} needed)")
+        for cut, r, n in ((kc, rate, nk), (fc, force_rate, nf)):
+            # a cut-off too low for the trial: its padding cannot hold the transient
+            if padlen == "auto" and cut is not None:
+                sos = _signal._scipy_signal().butter(order, cut / (r / 2.0), btype="low", output="sos")
+                if _signal._warn_unsettled(sos, n, r, cut, stacklevel=3, what="trial"):
+                    break
         fn = _jitted(rate=rate, force_rate=force_rate, cutoff=kc, force_cutoff=fc, order=order, padlen=padlen,
                      from_table=from_table, terms=bool(terms), outputs=outputs,
                      chunk=_pipeline_chunk(_platform(), nk, bool(terms)))  # fmt: skip
