@@ -7,7 +7,9 @@ force plates. ``--c3d`` with several files analyses them as one batch (one call 
 :func:`jaxmb.gait.analyze` per pair of marker and force rates, trials of unequal
 length padded), each
 trial's outputs in a folder of its own and a table of every trial's peaks
-(``trials.csv``). Every output (CSV text, figures as PNG) is rendered first and
+(``trials.csv``); a file of the batch that cannot be read or analysed is named (on
+stderr and in the summary) and left out, the others analysed, and the exit status is
+then 1. Every output (CSV text, figures as PNG) is rendered first and
 then written as one set (:func:`jaxmb.io._write_files`: every file to a temporary
 name, then the renames), so a failed run leaves no half-written file and no partial
 set; a write that fails is one line on stderr and exit status 2. The time column of
@@ -22,6 +24,7 @@ import dataclasses
 from io import StringIO
 import os
 import sys
+import warnings
 
 import numpy as np
 
@@ -41,7 +44,8 @@ def add_command(sub) -> None:
     src = p.add_mutually_exclusive_group()
     src.add_argument("--c3d", metavar="FILE", nargs="+",
                      help="C3D trials (markers and force plates; needs ezc3d); several files run as one batch, "
-                          "each trial's outputs in OUT/<file name>/ and every trial's peaks in OUT/trials.csv")  # fmt: skip
+                          "each trial's outputs in OUT/<file name>/ and every trial's peaks in OUT/trials.csv; a file that "
+                          "cannot be analysed is named and left out (exit status 1)")  # fmt: skip
     src.add_argument("--trc", metavar="FILE", help="markers in a TRC file (with --forces)")
     p.add_argument("--forces", metavar="FILE", help="Motion Analysis .forces file for --trc")
     p.add_argument("--side", choices=("right", "left"), default="right", help="the leg to analyse (default right)")
@@ -103,10 +107,20 @@ def _check_out(out: str) -> None:
         raise InputError(f"cannot create or write the output folder {out}: {f} is not writable")
 
 
-def _load(args, progress):
+def _skip(skipped, path, msg):
+    """Name a file of a batch that cannot be analysed (one line on stderr) and list
+    it in ``skipped`` as (path, reason)."""
+    reason = msg[len(path) + 2 :] if msg.startswith(f"{path}: ") else msg
+    line = reason if path in reason else f"{path}: {reason}"
+    print(f"jaxmb gait: error: {line} (skipped; the other files are analysed)", file=sys.stderr)
+    skipped.append((path, reason))
+
+
+def _load(args, progress, skipped):
     """A list of trials (inputs of analyze, truth or None, stance slices or None,
-    description, name, the file's time of each frame or None): one for the bundled
-    data or a TRC file, one per C3D file."""
+    description, name, the file's time of each frame or None, the C3D file or
+    None): one for the bundled data or a TRC file, one per C3D file. Of several C3D
+    files, one that cannot be read is named, appended to ``skipped`` and left out."""
     from . import gait
 
     if args.forces and not args.trc:
@@ -128,22 +142,28 @@ def _load(args, progress):
         if args.body_mass is not None:
             kw["body_mass"] = args.body_mass
         truth = (data.moments, data.force_magnitudes)
-        return [(kw, truth, None, "van den Bogert's simulated running (bundled), right leg, 10 kHz", "running", None)]
+        return [(kw, truth, None, "van den Bogert's simulated running (bundled), right leg, 10 kHz", "running", None,
+                 None)]
     if args.c3d:
         several = len(args.c3d) > 1
         out = []
         for path in args.c3d:
             progress.set_description(f"reading {os.path.basename(path)}" if several else "reading C3D")
             try:
-                out.append(_load_one(args, mapping, path=path))
+                out.append(_load_one(args, mapping, path=path) + (path,))
             except InputError as e:
-                raise InputError(f"{path}: {e}" if several and path not in str(e) else str(e)) from None
+                if not several:
+                    raise
+                # one bad file of a batch: named now, skipped, the others analysed
+                _skip(skipped, path, str(e))
             progress.update()
+        if not out:
+            raise InputError(f"none of the {len(args.c3d)} files could be analysed (each is named above)")
         return out
     if not args.forces:
         raise InputError("--trc needs --forces FILE (the ground reaction force)")
     progress.set_description("reading TRC and forces")
-    return [_load_one(args, mapping)]
+    return [_load_one(args, mapping) + (None,)]
 
 
 def _mapping(items):
@@ -180,8 +200,6 @@ def _message(e: BaseException) -> str:
 def _load_one(args, mapping, path=None):
     """One measured trial: from the C3D file ``path``, or from --trc and --forces
     (``mapping``: the parsed --marker options, None for Plug-in-Gait's labels)."""
-    import warnings
-
     from . import gait, io
 
     try:
@@ -231,15 +249,22 @@ def _load_one(args, mapping, path=None):
 _PER_TRIAL = ("hip", "knee", "ankle", "toe", "force", "cop")
 
 
-def _analyze(trials, paths=None):
+def _analyze(trials, skipped=None):
     """One :func:`jaxmb.gait.analyze` result per trial: one call for a single trial,
     and for several one batched call per (rate, force rate), trials of unequal length
-    as lists (padded and masked inside). ``paths``: the trials' files, named in the
-    ValueError of a batch (the trial's own file where the error names a trial)."""
+    as lists (padded and masked inside).
+
+    ``skipped``: None, or a list to which a trial that cannot be analysed is
+    appended as (its file, the reason), its result None, the others analysed. A
+    ValueError of the batch that names a trial ("(trial b, ...)") leaves that trial
+    out and the batch is run again; one that names none (e.g. trials too short to
+    filter) has the group's trials analysed one by one. Without ``skipped`` the
+    first ValueError is raised, naming the trial's file where it names a trial."""
     import re
 
     from . import gait
 
+    paths = [t[6] if len(t) > 6 else None for t in trials]
     if len(trials) == 1:
         return [gait.analyze(**trials[0][0], terms=True)]
     groups = {}
@@ -247,25 +272,38 @@ def _analyze(trials, paths=None):
         groups.setdefault((kw["rate"], kw["force_rate"]), []).append(i)
     results = [None] * len(trials)
     for (rate, force_rate), idx in groups.items():
-        kws = [trials[i][0] for i in idx]
-        try:
-            batch = gait.analyze(**{k: [kw[k] for kw in kws] for k in _PER_TRIAL}, rate=rate, force_rate=force_rate,
-                                 body_mass=np.array([kw["body_mass"] for kw in kws]), cutoff=kws[0]["cutoff"],
-                                 terms=True)  # fmt: skip
-        except ValueError as e:
-            if paths is None:
-                raise
-            msg = str(e)
-            # "(trial b, sample t)" or "(trial b)", b within the group: the file instead
-            hit = re.search(r" ?\(trial (\d+)(, |\))", msg)
-            if hit and int(hit.group(1)) < len(idx):
-                path = paths[idx[int(hit.group(1))]]
-                msg = msg[: hit.start()] + (" (" if hit.group(2) == ", " else "") + msg[hit.end() :]
-                raise ValueError(f"{path}: {msg}") from None
-            named = ", ".join(paths[i] for i in idx[:3]) + (", ..." if len(idx) > 3 else "")
-            raise ValueError(f"{named}: {msg}") from None
-        for b, i in enumerate(idx):
-            results[i] = batch.trial(b)
+        while idx:
+            kws = [trials[i][0] for i in idx]
+            try:
+                batch = gait.analyze(**{k: [kw[k] for kw in kws] for k in _PER_TRIAL}, rate=rate,
+                                     force_rate=force_rate, body_mass=np.array([kw["body_mass"] for kw in kws]),
+                                     cutoff=kws[0]["cutoff"], terms=True)  # fmt: skip
+            except ValueError as e:
+                msg = str(e)
+                # "(trial b, sample t)" or "(trial b)", b within the group: the file instead
+                hit = re.search(r" ?\(trial (\d+)(, |\))", msg)
+                if hit and int(hit.group(1)) < len(idx) and paths[idx[int(hit.group(1))]] is not None:
+                    b = int(hit.group(1))
+                    msg = msg[: hit.start()] + (" (" if hit.group(2) == ", " else "") + msg[hit.end() :]
+                    if skipped is None:
+                        raise ValueError(f"{paths[idx[b]]}: {msg}") from None
+                    _skip(skipped, paths[idx[b]], msg)
+                    del idx[b]
+                    continue
+                if skipped is None:
+                    if any(paths[i] is None for i in idx):
+                        raise
+                    named = ", ".join(str(paths[i]) for i in idx[:3]) + (", ..." if len(idx) > 3 else "")
+                    raise ValueError(f"{named}: {msg}") from None
+                for i in idx:  # the error names no trial: each alone
+                    try:
+                        results[i] = gait.analyze(**trials[i][0], terms=True)
+                    except ValueError as e1:
+                        _skip(skipped, paths[i], str(e1))
+                break
+            for b, i in enumerate(idx):
+                results[i] = batch.trial(b)
+            break
     return results
 
 
@@ -489,23 +527,33 @@ def run(args) -> int:
         args.no_figures = True
 
     n_files = len(args.c3d) if args.c3d else 1
+    several = n_files > 1
+    skipped = []  # (file, reason) of a batch's files that cannot be analysed
     # reading each file, the inverse dynamics, each trial's summary and figures, writing
     steps = n_files + 1 + n_files + 1
     with tqdm(total=steps, desc="reading", unit="step", file=sys.stderr, leave=False,
               disable=None) as progress:  # fmt: skip
-        trials = _load(args, progress)
+        trials = _load(args, progress, skipped)
         if not args.c3d:
             progress.update()
         progress.set_description("inverse dynamics")
         try:
-            results = _analyze(trials, args.c3d)
+            with warnings.catch_warnings(record=True) as caught:  # e.g. a cut-off too low for the trial
+                warnings.simplefilter("always")
+                results = _analyze(trials, skipped if several else None)
         except ValueError as e:
             raise InputError(str(e)) from None
+        for w in {str(w.message): w for w in caught}.values():  # as notes, each once
+            print(f"jaxmb gait: note: {w.message}", file=sys.stderr)
         progress.update()
+        kept = [i for i, r in enumerate(results) if r is not None]
+        if not kept:
+            raise InputError(f"none of the {n_files} files could be analysed (each is named above)")
+        trials, results = [trials[i] for i in kept], [results[i] for i in kept]
         names = _unique_names([t[4] for t in trials])
         outputs, stances, lines = {}, [], []
-        for i, ((kw, truth, stance, desc, _, time), name, res) in enumerate(zip(trials, names, results)):
-            progress.set_description(f"summary of {name}" if n_files > 1 else "summary")
+        for i, ((kw, truth, stance, desc, _, time, _), name, res) in enumerate(zip(trials, names, results)):
+            progress.set_description(f"summary of {name}" if several else "summary")
             if time is not None:  # a measured trial: the file's time of each frame
                 res = results[i] = dataclasses.replace(res, time=np.asarray(time, float))
             if stance is None:  # the running data: stance where the vertical force is on
@@ -513,14 +561,17 @@ def run(args) -> int:
                 stance = [slice(int(on[0]), int(on[-1]) + 1)]
             stances.append(stance)
             trial_lines, files = _trial_outputs(res, truth, stance, desc, args)
-            folder = args.out if n_files == 1 else os.path.join(args.out, name)
+            folder = os.path.join(args.out, name) if several else args.out
             outputs[folder] = files
-            lines += trial_lines if n_files == 1 else []
+            lines += [] if several else trial_lines
             progress.update()
-        if n_files > 1:
-            table, lines = _trials_table(names, args.c3d, results, stances)
-            lines = [f"jaxmb gait: {n_files} trials, {args.side} leg, clinical signs (extensor, plantarflexor "
+        if several:
+            table, lines = _trials_table(names, [t[6] for t in trials], results, stances)
+            lines = [f"jaxmb gait: {len(trials)} trial{'s' if len(trials) > 1 else ''}, {args.side} leg, clinical signs (extensor, plantarflexor "
                      "moments positive), peaks over each stance on the plates"] + lines  # fmt: skip
+            if skipped:
+                lines += [f"skipped {len(skipped)} of {n_files} files, which could not be analysed:"]
+                lines += [f"  {path}: {reason}" for path, reason in skipped]
             outputs[args.out] = {"trials.csv": table, "summary.txt": "\n".join(lines) + "\n"}
         progress.set_description("writing")
         written, removed = _write(outputs, args.out) if args.out else (0, [])
@@ -531,7 +582,7 @@ def run(args) -> int:
     if removed:
         shown = ", ".join(os.path.relpath(p, args.out) for p in removed[:6]) + (", ..." if len(removed) > 6 else "")
         print(f"removed {len(removed)} files of an earlier run that this one does not write: {shown}")
-    return 0
+    return 1 if skipped else 0
 
 
 if __name__ == "__main__":  # pragma: no cover
