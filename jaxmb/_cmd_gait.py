@@ -454,6 +454,18 @@ def _summary(res, truth, stances, desc):
     return lines, None
 
 
+#: the signs of the CSV files, in each trial's summary (the files' headers give units only)
+_SIGNS = {
+    "jaxmb": "CSV signs (--convention jaxmb): counter-clockwise positive, x forward and y up (seen from the "
+             "subject's right): angles of each distal segment from its proximal one (the hip's from the downward "
+             "vertical), moments that the proximal segment exerts on the distal one",
+    "clinical": "CSV signs (--convention clinical): hip and knee flexion, ankle dorsiflexion positive (ankle 0 at "
+                "a right angle); hip and knee extensor, ankle plantarflexor moments positive",
+}
+_REACTION_SIGNS = ("reactions: the force of the proximal segment on the distal one at the joint, world x forward, "
+                   "y up; in the segment frame axial (compression positive) and shear (axis turned +90 deg)")  # fmt: skip
+
+
 def _trial_outputs(res, truth, stances, desc, args):
     """(summary lines, {file name: CSV text or PNG bytes}) of one trial: each figure
     is rendered when made, so that a batch of many trials holds PNG bytes, not
@@ -469,6 +481,7 @@ def _trial_outputs(res, truth, stances, desc, args):
                                 None if truth is None else truth[1], where=where)  # fmt: skip
     lines.append("quasi-static estimate (inertial terms dropped), RMS change of the moments over stance: "
                  + ", ".join(f"{j} {v:.2f} N m" for j, v in zip(gait.JOINTS, effects["quasi_static"]["moment_change_rms"])))  # fmt: skip
+    lines += [_SIGNS[args.convention], _REACTION_SIGNS]
     out_res = res.to_convention(args.convention)
     files = _tables(out_res)
     files["summary.txt"] = "\n".join(lines) + "\n"

@@ -51,6 +51,14 @@ def test_gait_c3d(tmp_path, capsys):
     assert "stance: 2.090-2.650 s of the file (57 frames, 0.57 s)" in printed
     # "over stance" is the stance (57 frames), not the whole trial (194 frames)
     assert "RMS change of the moments over stance: hip 18.96 N m, knee 4.19 N m, ankle 0.46 N m" in printed
+    # the summary gives the CSV files' signs, and they are those of the data: the
+    # ankle's plantarflexor moment, positive in the clinical signs, peaks in late stance
+    summary = (out / "summary.txt").read_text()
+    assert "CSV signs (--convention clinical): " in summary and "ankle plantarflexor moments positive" in summary
+    assert "reactions: the force of the proximal segment on the distal one" in summary
+    stance = (table[:, 0] >= 2.09 - 1e-9) & (table[:, 0] <= 2.65 + 1e-9)
+    ankle = table[stance, 3]
+    assert ankle.max() > 50 and ankle.max() > 5 * -ankle.min(), (ankle.max(), ankle.min())
 
 
 def _loader(change):
