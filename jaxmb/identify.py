@@ -1381,12 +1381,18 @@ def fit(model: Model, q, qd, qdd, *, moments=None, reactions=None, loads=None, f
        a few matrix products, whatever the number of frames), reaction magnitudes
        |Y pi + y0| enter as they are measured, rho is the square (``loss="l2"``) or
        Huber's (``loss="huber"``: a least-squares stage, then Huber with the
-       threshold 1.345 robust standard deviations (1.4826 MAD) of its residuals),
-       and the prior term is present when ``prior`` is given. Standard errors come
-       from the Gauss-Newton Hessian, scaled by the residual variance of each data
-       kind when ``sigma`` is not given, and inverted in the basis of the data's
-       singular vectors (:func:`_covariance_z`), so that a prior still determines
-       what the data cannot see when the data are near exact.
+       threshold at 1.345 robust standard deviations (1.4826 MAD) of each kind's
+       residuals; a kind whose ``sigma`` is not given is scaled by that robust
+       standard deviation, not by its RMS residual, which outliers inflate,
+       re-estimated from the Huber fit's residuals up to 3 passes), and the prior
+       term is present when ``prior`` is given. Standard errors come from the
+       Gauss-Newton Hessian, scaled by the residual variance of each data kind when
+       ``sigma`` is not given (Huber: the M-estimator's sum psi^2 / (N - p) /
+       mean(psi')^2, Huber 1981), and inverted in the basis of the data's singular
+       vectors with the columns scaled to unit norm (:func:`_covariance_z`), so
+       that a prior still determines what the data cannot see when the data are
+       near exact, and one data kind far more precise than another does not hide
+       what only the other sees.
 
     Why Levenberg-Marquardt rather than a first-order or quasi-Newton method: the
     objective is a sum of squares in at most 4 n unknowns, the Jacobian is cheap
@@ -1638,37 +1644,77 @@ def fit(model: Model, q, qd, qdd, *, moments=None, reactions=None, loads=None, f
         if change < 0.1:
             break
     if loss == "huber" and int(status) > 0 and not at_rounding(rd):
-        deltas = []
-        off = 0
-        rd_np = np.asarray(rd)
-        for k in kinds:
-            cnt = nobs[k]
-            r = rd_np[off:off + cnt]
-            off += cnt
-            mad = float(np.median(np.abs(r - np.median(r)))) * 1.4826
-            deltas.append(1.345 * mad if mad > 0 else 1.345 * float(np.sqrt(np.mean(r * r)) or 1.0))
-        jdata["delta"] = tuple(jnp.asarray(d, dtype) for d in deltas)
+        # Huber: each kind whose noise is estimated is scaled by its robust standard
+        # deviation (1.4826 MAD of its residuals), not by the RMS, which the outliers
+        # inflate (moments 5 % off by 40 N m weighed as if their noise were 9 N m, not
+        # 0.5, against the reactions); the threshold is 1.345 of those. Re-estimated
+        # from the Huber fit's residuals and refitted, up to 3 passes, until it changes
+        # by less than 10 %
         cfg = cfg._replace(huber=True)
-        used = dict(scale)
-        (z, c, it, status, rd, Jd, Jp), stuck = solve(z, cfg)
-        iters += int(it)
+        rd_raw = np.asarray(rd)  # whitened by ``used``, the scales of the last solve
+        for p_ in range(3):
+            mads, off = {}, 0
+            for k in kinds:
+                r = rd_raw[off:off + nobs[k]] * used[k]  # weighted residuals, in the data's units
+                off += nobs[k]
+                mad = 1.4826 * float(np.median(np.abs(r - np.median(r))))
+                mads[k] = mad if mad > 0 else (float(np.sqrt(np.mean(r * r))) or used[k])
+            est = {k: max(mads[k], 1e3 * eps * data_rms[k]) for k in kinds if k not in sigma}
+            if p_ and max((abs(v / scale[k] - 1) for k, v in est.items()), default=0.0) < 0.1:
+                break  # the scales the last solve used hold
+            scale.update(est)
+            for k in est:
+                jdata[wkey[k]] = jnp.asarray(raw_w[k] / scale[k], dtype)
+            jdata["delta"] = tuple(jnp.asarray(1.345 * mads[k] / scale[k], dtype) for k in kinds)
+            used = dict(scale)
+            (z, c, it, status, rd, Jd, Jp), stuck = solve(z, cfg)
+            iters += int(it)
+            if int(status) <= 0 or not est:
+                break
+            rd_raw = np.asarray(_residual_parts(z, jdata, cfg._replace(huber=False))[0])
     status = int(status)
     converged = status > 0 and bool(np.isfinite(np.asarray(z)).all()) and not stuck
 
     # standard errors from the Gauss-Newton Hessian: data rows whitened by each kind's
-    # residual variance (1 where sigma is given: the rows are already scaled by it)
+    # residual variance (1 where sigma is given: the rows are already scaled by it).
+    # Huber: the M-estimator's variance (Huber 1981, 7.6), sum psi(u)^2 / (N - p) /
+    # mean(psi'(u))^2 per kind, of the residuals u and the Jacobian before the Huber
+    # transform (psi(u) = clip(u, -delta, delta)); where sigma is given, its
+    # expectation for normal noise, as the squares take 1
     z_np = np.asarray(z, dtype=float)
     Jd, Jp, rd_np = np.asarray(Jd, dtype=float), np.asarray(Jp, dtype=float), np.asarray(rd, dtype=float)
+    if cfg.huber:
+        plain = cfg._replace(huber=False)
+        Jd = np.asarray(_data_jacobian(z, jdata, plain), dtype=float)
+        rd_np = np.asarray(_residual_parts(z, jdata, plain)[0], dtype=float)
     Jw, off, noise_level = [], 0, {}
-    for k in kinds:
+    for i, k in enumerate(kinds):
         cnt = nobs[k]
         J_k, r_k = Jd[off:off + cnt], rd_np[off:off + cnt]
         off += cnt
-        s2 = 1.0 if k in sigma else float(r_k @ r_k) / max(cnt - p_free, 1)
+        if cfg.huber:
+            d = float(jdata["delta"][i])
+            if k in sigma:
+                a = math.erf(d / math.sqrt(2.0))
+                b = a - 2.0 * d * math.exp(-0.5 * d * d) / math.sqrt(2.0 * math.pi) + d * d * (1.0 - a)
+            else:
+                a = float(np.mean(np.abs(r_k) <= d))
+                b = float(np.sum(np.minimum(r_k * r_k, d * d))) / max(cnt - p_free, 1)
+            s2 = b / max(a, 1.0 / cnt) ** 2
+        else:
+            s2 = 1.0 if k in sigma else float(r_k @ r_k) / max(cnt - p_free, 1)
         Jw.append(J_k / math.sqrt(max(s2, np.finfo(float).tiny)))
         # in the data's units: the rows were divided by the scale of the last solve
         noise_level[k] = float(sigma[k]) if k in sigma else math.sqrt(s2) * used[k]
-    cov_z, undetermined = _covariance_z(np.concatenate(Jw), Jp)
+    Jw = np.concatenate(Jw)
+    # a mass or an inertia pinned at its floor: d p / d z = p - floor has vanished
+    # (below 1e-6 of its starting size), so its log coordinate no longer changes the
+    # data; its data column is zeroed (undetermined, unless a prior holds it) rather
+    # than rescaled by _covariance_z's column scaling
+    logs = np.isin(np.asarray(free_idx) % 4, (0, 3))
+    pin = logs & (np.exp(z_np) <= 1e-6 * np.maximum(ref, np.finfo(float).tiny))
+    Jw[:, pin] = 0.0
+    cov_z, undetermined = _covariance_z(Jw, Jp)
     zfull = z0.reshape(-1).copy()
     zfull[list(free_idx)] = z_np
     zfull = zfull.reshape(n, 4)
@@ -1771,7 +1817,9 @@ def _covariance_z(Jw: np.ndarray, Jp: np.ndarray) -> tuple:
     itself, would lose. Instead, in the basis of the data's right singular vectors
     V (Jw = U diag(s) V^T), the Hessian is diag(s^2) + V^T Jp^T Jp V, with data
     singular values at or below 1e-6 of the largest set to 0 (rounding, not
-    information: the rank cut of the data alone). It is equilibrated by the square
+    information: the rank cut of the data alone), the columns of both Jacobians
+    scaled to unit norm (of Jw; of Jp where Jw's is 0) first and the covariance
+    unscaled after. It is equilibrated by the square
     root of its diagonal (a zero diagonal is a direction nothing determines),
     inverted (:func:`_inverse_psd`), unscaled and turned back to z. A z index is
     undetermined where it has weight (> 1e-6) on an undetermined direction. Without
@@ -1784,6 +1832,14 @@ def _covariance_z(Jw: np.ndarray, Jp: np.ndarray) -> tuple:
         return np.full((P, P), np.inf), np.ones(P, bool)
     if Jw.shape[0] < P:
         Jw = np.concatenate([Jw, np.zeros((P - Jw.shape[0], P))])
+    # columns scaled to unit norm first (the covariance unscaled at the end), so that
+    # the rank cut sees directions the data do not determine, not units or one data
+    # kind far more precise than another (reactions to 1e-4 N cut the inertias, which
+    # only the moments see, 1e-6 below the masses' singular values)
+    c = np.linalg.norm(Jw, axis=0)
+    cp = np.linalg.norm(Jp, axis=0) if Jp.shape[0] else np.zeros(P)
+    c = np.where(c > 0, c, np.where(cp > 0, cp, 1.0))
+    Jw, Jp = Jw / c, Jp / c
     _, s, Vt = np.linalg.svd(Jw, full_matrices=False)
     V = Vt.T
     s = np.where(s > 1e-6 * s.max(), s, 0.0) if s.max() > 0 else np.zeros_like(s)
@@ -1799,7 +1855,7 @@ def _covariance_z(Jw: np.ndarray, Jp: np.ndarray) -> tuple:
     ok = np.isfinite(np.diag(Einv))
     keep = np.flatnonzero(seen)[ok]
     cov_b = (Einv[np.ix_(ok, ok)] / ds[ok][:, None]) / ds[ok][None, :]
-    cov = V[:, keep] @ cov_b @ V[:, keep].T
+    cov = (V[:, keep] @ cov_b @ V[:, keep].T) / c[:, None] / c[None, :]
     lost = np.setdiff1d(np.arange(P), keep)
     undetermined = np.abs(V[:, lost]).max(1) > 1e-6 if lost.size else np.zeros(P, bool)
     cov[undetermined, :] = np.inf
@@ -1941,15 +1997,31 @@ def _draw_physical(model: Model, spread, draws: int, seed: int) -> tuple:
         free_idx = np.flatnonzero(spread.free.reshape(-1))
         floor = _floor(spread.initial)
         zc = _z_from_physical(spread.physical, floor).reshape(-1)
+        # the fit's correlations in z, and each free parameter drawn with the fit's
+        # estimate as its mean and its standard error as its sd: log-normal for a mass
+        # or an inertia above its floor (log sd sqrt(log(1 + s^2)), s the sd of its
+        # log; s itself where s is small), normal for a centre of mass. A normal in the
+        # log with sd s (the fit's linearisation) would, where s is large (a standard
+        # error above the value), put draws orders of magnitude beyond it: s = 14 drew
+        # inertias of 1e19 kg m^2 and moments of 1e17 N m
+        cov = spread._cov_z
+        sd = np.sqrt(np.maximum(np.diag(cov), 0.0))
+        pos = sd > 0
+        R = np.eye(len(free_idx))
+        R[np.ix_(pos, pos)] = cov[np.ix_(pos, pos)] / sd[pos][:, None] / sd[pos][None, :]
         try:
-            L = np.linalg.cholesky(spread._cov_z + 1e-300 * np.eye(len(free_idx)))
+            L = np.linalg.cholesky(R + 1e-300 * np.eye(len(free_idx)))
         except np.linalg.LinAlgError:
             # variances 1e16 apart (near-exact data along some directions, a prior along
             # others): rounding leaves eigenvalues of -1e-18; a symmetric square root
-            w, U = np.linalg.eigh(spread._cov_z)
+            w, U = np.linalg.eigh(R)
             L = U * np.sqrt(np.maximum(w, 0.0))
+        logs = np.isin(free_idx % 4, (0, 3))
+        s_log = np.sqrt(np.log1p(sd**2))
+        scale = np.where(logs, s_log, sd)
+        shift = np.where(logs, -0.5 * s_log**2, 0.0)
         zs = np.broadcast_to(zc, (draws, 4 * n)).copy()
-        zs[:, free_idx] += rng.standard_normal((draws, len(free_idx))) @ L.T
+        zs[:, free_idx] += shift + (rng.standard_normal((draws, len(free_idx))) @ L.T) * scale
         return spread.physical, _physical_from_z(zs.reshape(draws, n, 4), floor)
     mean, sd = _check_prior(model, spread)
     out = np.empty((draws, n, 4))
@@ -1980,8 +2052,9 @@ def monte_carlo(model: Model, q, qd, qdd, loads=None, *, spread, draws: int = 10
     Draws physical parameters from ``spread`` -- a :class:`Prior` (e.g.
     :func:`table_prior`; mass and inertia log-normal with its mean and sd, so always
     positive, the centre of mass normal) or a :class:`FitResult` (its free parameters
-    normal in the fit's coordinates, log mass and log inertia, with the fit's
-    covariance) -- and evaluates the quantity for every draw and every sample at
+    with the fit's estimates as means and its standard errors as sd, mass and
+    inertia log-normal above their floor, the centre of mass normal, correlated as
+    the fit's covariance in its coordinates, log mass and log inertia) -- and evaluates the quantity for every draw and every sample at
     once: the regressor is computed once (one engine pass), and the draws are one
     matrix product ``Y pi_d + y0``, exact because the dynamics are linear in pi.
 

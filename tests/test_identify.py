@@ -655,6 +655,94 @@ def test_monte_carlo_from_a_fit_stays_physical():
     assert abs(np.median(ratio) - 1) < 0.1 and np.all(np.abs(ratio - 1) < 0.4)
 
 
+def _arm_and_movement(T, seed):
+    """A 3-link arm with a light hand (inertia 1e-3 kg m^2) and a random movement."""
+    m = jaxmb.chain(length=[0.3, 0.27, 0.19], com=[0.13, 0.12, 0.07], mass=[2.0, 1.2, 0.4],
+                    inertia=[0.016, 0.008, 0.001])  # fmt: skip
+    rng = np.random.default_rng(seed)
+    q = rng.uniform(-3, 3, (T, 3))
+    return m, rng, (q, 2 * rng.normal(size=q.shape), 5 * rng.normal(size=q.shape))
+
+
+def test_monte_carlo_of_a_poorly_determined_parameter_matches_the_delta_method():
+    # a fit in which the hand's inertia has a standard error 14x its value (log sd 14):
+    # draws normal in log(inertia) with that sd reached 1e19 kg m^2 and bands of 3.6e9
+    # N m. Drawn with the fit's estimate as mean and its standard error as sd
+    # (log-normal), the bands agree with the delta method (Y cov Y^T; the moments are
+    # linear in the barycentric parameters)
+    m, rng, (q, qd, qdd) = _arm_and_movement(300, 1)
+    tau = np.asarray(jaxmb.joint_moments(m, q, qd, qdd)) + 0.5 * rng.normal(size=(300, 3))
+    lam = np.asarray(jaxmb.joint_reactions(m, q, qd, qdd)) + 3 * rng.normal(size=(300, 3, 2))
+    res = identify.fit(identify.perturbed(m, 0.3, 2), q, qd, qdd, moments=tau, reactions=lam)
+    assert res.converged and res.stderr_physical[1, 3] > 5 * res.physical[1, 3]  # measured 14x
+    b = identify.monte_carlo(m, q, qd, qdd, spread=res, draws=2000)
+    Y = np.asarray(identify.regressor(m, q, qd, qdd, quantity="joint_moments")[0])
+    width = np.median(b.quantiles[-1] - b.quantiles[0], axis=0)
+    delta = np.median(3.92 * np.sqrt(np.einsum("tjp,pq,tjq->tj", Y, res.covariance, Y)), axis=0)
+    np.testing.assert_allclose(width, delta, rtol=0.15)  # measured within 8 %
+    assert b.parameters[..., 3].max() < 1.0 and np.abs(b.mean).max() < 100  # kg m^2, N m
+    # the draws' mean is the estimate (log-normal: exp(mu + s^2 / 2)); 2000 draws
+    np.testing.assert_allclose(b.parameters[:, 0, 0].mean(), res.physical[0, 0], rtol=0.01)
+
+
+def test_standard_errors_when_one_data_kind_is_far_more_precise():
+    # reactions to 1e-4 N against moments to 0.05 N m: every inertia, which only the
+    # moments see, had an infinite standard error (a relative rank cut of 1e-6 on
+    # singular values 1e6 apart in size, not in information). Against the covariance
+    # from central differences of the public functions, (J^T W J)^-1
+    m, rng, (q, qd, qdd) = _arm_and_movement(100, 0)
+    sm, sr = 0.05, 1e-4
+    tau = np.asarray(jaxmb.joint_moments(m, q, qd, qdd)) + sm * rng.normal(size=(100, 3))
+    lam = np.asarray(jaxmb.joint_reactions(m, q, qd, qdd)) + sr * rng.normal(size=(100, 3, 2))
+    res = identify.fit(identify.perturbed(m), q, qd, qdd, moments=tau, reactions=lam,
+                       sigma={"moments": sm, "reactions": sr})  # fmt: skip
+    assert res.converged
+    p = res.physical.reshape(-1)
+
+    def data(pv):
+        pv = pv.reshape(3, 4)
+        mm = m.replace(mass=pv[:, 0], com=pv[:, 1:3], inertia=pv[:, 3])
+        return np.concatenate([np.asarray(jaxmb.joint_moments(mm, q, qd, qdd)).reshape(-1) / sm,
+                               np.asarray(jaxmb.joint_reactions(mm, q, qd, qdd)).reshape(-1) / sr])  # fmt: skip
+
+    J = []
+    for k in range(12):
+        h = 1e-6 * max(abs(p[k]), 1e-2)
+        e = np.zeros(12)
+        e[k] = h
+        J.append((data(p + e) - data(p - e)) / (2 * h))
+    J = np.array(J).T
+    se = np.sqrt(np.diag(np.linalg.inv(J.T @ J)))
+    np.testing.assert_allclose(res.stderr_physical.reshape(-1), se, rtol=1e-3)
+
+
+def test_huber_weighs_each_kind_by_its_robust_spread():
+    # 5 % of the moments off by 40 N m (noise 0.5 N m; reactions 3 N): the Huber stage
+    # scaled the moments by the least-squares stage's RMS residual (1.9 N m, inflated
+    # by the outliers), so it weighed them 14x too little against the reactions and its
+    # errors were 3x those of Huber at the true scale. Now each kind is scaled by its
+    # robust spread (1.4826 MAD) and the fit equals scipy's Huber at the true noise
+    # (a different program: least_squares on the linear model in the barycentric
+    # parameters), to a small part of the standard error
+    import scipy.optimize as so
+
+    m, rng, (q, qd, qdd) = _arm_and_movement(300, 2)
+    tau = np.asarray(jaxmb.joint_moments(m, q, qd, qdd)) + 0.5 * rng.normal(size=(300, 3))
+    lam = np.asarray(jaxmb.joint_reactions(m, q, qd, qdd)) + 3 * rng.normal(size=(300, 3, 2))
+    tau[rng.choice(300, 15, replace=False)] += 40.0
+    res = identify.fit(identify.perturbed(m, 0.3, 2), q, qd, qdd, moments=tau, reactions=lam, loss="huber")
+    assert res.converged and "at the bound" not in res.status
+    # the noise the standard errors assume: Huber's sum psi^2 / (N - p) / mean(psi')^2
+    assert 0.5 < res.noise["moments"] < 0.65 and 2.8 < res.noise["reactions"] < 3.3, res.noise  # 0.57, 3.10
+    Ym = np.asarray(identify.regressor(m, q, qd, qdd, quantity="joint_moments")[0]).reshape(-1, 12)
+    Yr = np.asarray(identify.regressor(m, q, qd, qdd, quantity="joint_reactions")[0]).reshape(-1, 12)
+    A = np.concatenate([Ym / 0.5, Yr / 3.0])
+    y = np.concatenate([tau.reshape(-1) / 0.5, lam.reshape(-1) / 3.0])
+    ref = so.least_squares(lambda p: A @ p - y, identify.to_parameters(m), loss="huber", f_scale=1.345)
+    diff = np.abs(res.physical - identify._physical_from_pi(ref.x)) / res.stderr_physical
+    assert diff.max() < 0.2, diff  # measured 0.065 (1.5 before)
+
+
 # ------------------------------------------------------------------- bad data
 
 
