@@ -13,6 +13,7 @@ import csv
 import io
 import os
 import sys
+import warnings
 
 COSTS = ("hand_jerk", "joint_jerk", "torque", "torque_change")
 
@@ -36,6 +37,9 @@ def add_command(sub):
     p.add_argument("--height", type=float, default=1.70, help="body height, m (default 1.70)")
     p.add_argument("--mass", type=float, default=70.0, help="body mass, kg (default 70)")
     p.add_argument("--nodes", type=int, default=100, help="time nodes (default 100)")
+    p.add_argument("--basis", type=int, default=10, metavar="K",
+                   help="correction functions per joint (default 10; a hand-jerk reach whose straight path passes "
+                        "near the shoulder needs 40 or more, and a note says so)")
     p.add_argument("--grid", type=int, default=0, metavar="N",
                    help="also map the curvature of the minimum torque change paths (whatever --cost says) to "
                         "N x N targets (default 0: off)")
@@ -121,10 +125,12 @@ def run(args) -> int:
     bad = [c for c in costs if c not in COSTS]
     if not costs or bad:
         return _fail(f"unknown cost {bad[0] if bad else '(none)'!r}: choose among {', '.join(COSTS)}")
-    need = jaxmb.optimal.min_nodes(10)  # optimize's default basis and quadrature
+    if args.basis < 1:
+        return _fail(f"--basis must be >= 1, got {args.basis}")
+    need = jaxmb.optimal.min_nodes(args.basis)  # optimize's default quadrature
     if args.nodes < need:
-        return _fail(f"--nodes must be >= {need} (2 (basis + 3) Gauss-Legendre points for the 10 correction "
-                     f"functions; fewer let the optimiser exploit the quadrature error), got {args.nodes}")
+        return _fail(f"--nodes must be >= {need} (2 (basis + 3) Gauss-Legendre points for the {args.basis} "
+                     f"correction functions; fewer let the optimiser exploit the quadrature error), got {args.nodes}")
     if not (args.height > 0 and args.mass > 0 and math.isfinite(args.height) and math.isfinite(args.mass)):
         return _fail("--height and --mass must be finite numbers > 0")
     if args.grid < 0 or args.grid == 1:
@@ -161,10 +167,16 @@ def run(args) -> int:
 
     # -------- the optimisations
     try:
-        results = {c: jaxmb.optimize(model, start, end, args.duration, target="hand", cost=c, nodes=args.nodes)
-                   for c in costs}
+        with warnings.catch_warnings(record=True) as caught:  # as notes, not warning lines with a source path
+            warnings.simplefilter("always")
+            results = {c: jaxmb.optimize(model, start, end, args.duration, target="hand", cost=c, nodes=args.nodes,
+                                         basis=args.basis)
+                       for c in costs}  # fmt: skip
     except ValueError as e:
         return _fail(str(e).splitlines()[0])
+    for w in {str(w.message): w for w in caught}.values():
+        note = str(w.message).replace("Raise basis= (nodes >= 2 (basis + 3))", "Raise --basis (--nodes >= 2 (basis + 3))")
+        print(f"jaxmb optimal: note: {note}", file=sys.stderr)
     print(f"Two-link arm ({args.height:g} m, {args.mass:g} kg), g = {args.gravity:g} m/s^2, "
           f"hand {tuple(args.start)} -> {tuple(args.end)} m in {args.duration:g} s")
     print(f"{'criterion':>15s}{'curvature':>11s}{'peak speed':>12s}{'cost':>12s}{'iterations':>11s}  status")
@@ -176,7 +188,7 @@ def run(args) -> int:
     if tg is not None:
         try:
             res = jaxmb.optimize(model, start, tg, args.duration, target="hand", cost="torque_change",
-                                 nodes=args.nodes, chunk=max(1, -(-len(tg) // 20)), progress=True)
+                                 nodes=args.nodes, basis=args.basis, chunk=max(1, -(-len(tg) // 20)), progress=True)
         except ValueError as e:
             return _fail(str(e).splitlines()[0])
         k = curvature(res.hand)

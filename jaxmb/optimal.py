@@ -765,7 +765,10 @@ def optimize(model: Model, start, end, duration, *, cost: Union[str, dict, Calla
       start, end: with ``target="joint"``, (..., dof) coordinates (rad; m for base
         translations); with ``target="hand"``, (..., 2) hand positions (m), turned into
         postures by :func:`jaxmb.trajectory.inverse_kinematics` (the end from the
-        start posture, so a two-link arm keeps its elbow branch).
+        start posture, so a two-link arm keeps its elbow branch). Those postures are
+        kept: for an arm of more than two links, which reaches a hand position in
+        many postures, the end posture is not optimised (another one can cost
+        less); give postures with ``target="joint"`` to compare them.
       duration: movement time T, s (finite, > 0), a scalar or a (...) batch.
       cost: "torque_change" (default), "torque", "hand_jerk", "joint_jerk", a dict
         of them with weights (e.g. ``{"torque_change": 1, "hand_jerk": 1e-3}``; weights
@@ -786,7 +789,13 @@ def optimize(model: Model, start, end, duration, *, cost: Union[str, dict, Calla
         straight path is far from the joint-space minimum-jerk base; the cost to 2e-4),
         1e-5 for the torque change (cost 3e-6), 3e-6 for the torque (cost 1e-7), and
         exactly for the joint jerk (the base path); 16 functions to 2e-6, 4e-8 and
-        1e-7; 6 to 3e-3, 7e-4 and 2e-4.
+        1e-7; 6 to 3e-3, 7e-4 and 2e-4. A reach whose straight hand path passes near
+        the shoulder (the joint angles turning fast along it) needs many more for the
+        hand jerk: from (-0.25, 0.40) to (-0.068, -0.613) m on the notes' arm, the
+        cost was 46 % above the straight path's with 10, 2.5 % with 40 and 0.1 % with
+        60 (the torque change 0.2 % with 10). With ``cost="hand_jerk"`` a
+        RuntimeWarning names the movements whose cost exceeds the straight path's,
+        720 |x1 - x0|^2 / T^5 (its lower bound), by more than 1 %.
       method: "lbfgs" (default) or "adam".
       maxiter: most iterations (>= 1; 1000, as 300 was too few for arms of more than
         two links in trials while developing: two-link reaches take tens of L-BFGS
@@ -1065,4 +1074,31 @@ def optimize(model: Model, start, end, duration, *, cost: Union[str, dict, Calla
     s_t = jnp.linspace(0.0, 1.0, nodes, dtype=dtype)  # the equally spaced output times, s = t / T
     t = jnp.asarray(duration, dtype)[..., None] * s_t
     out = {f: getattr(res, f).reshape(lead + getattr(res, f).shape[1:]) for f in OptimalMovement._fields if f != "t"}
+    if terms == ("hand_jerk",) and ends == 3:
+        _warn_unresolved_hand_jerk(out["hand"], out["cost"], duration, lead,
+                                   float(weights[_NAMES.index("hand_jerk")]), basis)  # fmt: skip
     return OptimalMovement(t=t, **out)
+
+
+def _warn_unresolved_hand_jerk(hand, cost, duration, lead, weight: float, basis: int, tol: float = 0.01):
+    """Warn where a minimum hand jerk costs more than ``tol`` above its lower bound,
+    ``weight * 720 |x1 - x0|^2 / T^5``: the straight minimum-jerk hand path from rest
+    to rest (Flash & Hogan), which no hand path with the same ends beats. The excess
+    is the basis's error where the straight path lies in the workspace."""
+    hand = np.asarray(hand, dtype=float)
+    d2 = np.sum((hand[..., -1, :] - hand[..., 0, :]) ** 2, -1)
+    T = np.broadcast_to(np.asarray(duration, dtype=float), lead)
+    bound = weight * 720.0 * d2 / T**5
+    c = np.broadcast_to(np.asarray(cost, dtype=float), lead)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        excess = np.where(bound > 0, c / bound - 1.0, 0.0)
+    bad = np.isfinite(excess) & (excess > tol)
+    if not bad.any():
+        return
+    k = int(np.argmax(np.where(bad, excess, -np.inf).reshape(-1)))
+    where = f", movement {k} of the flattened batch" if bad.size > 1 else ""
+    warnings.warn(f"cost='hand_jerk': {int(bad.sum())} of {bad.size} movements cost more than {100 * tol:g} % above "
+                  f"720 |x1 - x0|^2 / T^5, the cost of the straight minimum-jerk hand path (largest excess "
+                  f"{100 * excess.reshape(-1)[k]:.3g} %{where}): basis={basis} does not resolve them (a reach that "
+                  "passes near the shoulder needed basis=60 for 0.1 %), or the straight path leaves the workspace. "
+                  "Raise basis= (nodes >= 2 (basis + 3)) and compare", RuntimeWarning, stacklevel=3)  # fmt: skip

@@ -86,6 +86,24 @@ def test_minimum_hand_jerk_is_the_closed_form(lateral):
     assert err < 1e-4 * np.linalg.norm(x1 - x0)
 
 
+def test_an_unresolved_minimum_hand_jerk_is_named(lateral):
+    # A reach whose straight hand path passes 0.14 m from the shoulder (the joint
+    # angles turn fast along it): 10 functions cost 37 % above the straight path's
+    # 720 |x1 - x0|^2 / T^5, the lower bound, and the result said nothing. A larger
+    # basis comes closer: the excess was the basis's. The lateral reach is resolved.
+    x0, x1, T = np.array([-0.2, 0.35]), np.array([0.35, -0.1]), 0.5
+    bound = 720 * np.sum((x1 - x0) ** 2) / T**5
+    with pytest.warns(RuntimeWarning, match=r"1 of 1 movements cost more than 1 % above .* excess 37.2 %\): basis=10"):
+        r = optimize(UNO, x0, x1, T, target="hand", cost="hand_jerk", **KW)
+    assert bool(r.converged) and float(r.cost) > 1.3 * bound
+    with pytest.warns(RuntimeWarning, match="basis=30"):  # 4.2 % above, still named
+        finer = optimize(UNO, x0, x1, T, target="hand", cost="hand_jerk", nodes=66, basis=30)
+    assert float(finer.cost) < 1.05 * bound
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        optimize(UNO, *LATERAL[:2], LATERAL[2], target="hand", cost="hand_jerk", **KW)
+
+
 def test_minimum_torque_change_path_is_curved_where_minimum_jerk_is_straight(lateral):
     # Uno et al. (1989): minimum torque change gives gently curved hand paths for
     # movements across the front of the body; minimum jerk, a straight line. Curved:
@@ -544,6 +562,8 @@ def test_cli_optimal_writes_figure_and_csv(tmp_path, capsys):
 
 @pytest.mark.parametrize("args, match", [
     (["--nodes", "8"], "--nodes must be >= 26"),
+    (["--basis", "0"], "--basis must be >= 1"),
+    (["--basis", "20", "--nodes", "40"], "--nodes must be >= 46 .* for the 20 correction functions"),
     (["--duration", "nan"], "--duration must be a finite number > 0"),
     # before: accepted, peak hand speeds of 9e8 m/s
     (["--duration", "1e-9"], r"--duration must be between 0.05 and 60 s for a human arm's movement, got 1e-09 s"),
