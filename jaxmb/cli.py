@@ -121,17 +121,37 @@ def _cmd_reach(args):
             print(f"{joint:10s}{k:>10s}{r[k]['peak']:12.3f}{r[k]['rms']:12.3f}")
         print(f"{joint:10s} |M qdd + C| > |G| during {100 * r['fraction_dynamic_gt_gravity']:.0f}% of the movement")
     if args.out:
-        from .io import _write_files
+        from .io import _write_outputs
 
-        stem = os.path.join(args.out, f"reach_{args.duration:g}s_g{args.gravity:g}")
         png = _plot(res, f"Minimum-jerk reach, {args.duration:g} s, g = {args.gravity:g} m/s$^2$")
+        meta = {"duration_s": args.duration, "gravity_m_s2": args.gravity, "samples": args.samples}
+        files = {os.path.join(args.out, "reach_torques.csv"): _reach_csv(res),
+                 os.path.join(args.out, "reach_summary.json"): _json_text({**meta, **summary}),
+                 os.path.join(args.out, "reach.png"): png}  # fmt: skip
         try:  # one set, atomically (the writer names the file it could not write)
-            _write_files({stem + ".png": png, stem + ".json": _json_text(summary)})
+            removed = _write_outputs(files, "reach")
         except OSError as e:
             print(f"jaxmb reach: error: cannot write the outputs (nothing was written): {e}", file=sys.stderr)
             return 2
-        print(f"figure: {stem}.png")
+        print("\n".join(f"{what}: {path}" for what, path in zip(("torques", "summary", "figure"), files)))
+        for path in removed:
+            print(f"removed {path} of an earlier run")
     return 0
+
+
+def _reach_csv(res) -> str:
+    """The reach's time series as CSV text: time, joint angles, and each torque term
+    of each joint (N m), the units in the column names."""
+    import numpy as np
+
+    cols = {"time_s": res["t"]}
+    for j, joint in enumerate(("shoulder", "elbow")):
+        cols[f"{joint}_angle_rad"] = res["q"][:, j]
+    for k in ("inertial", "coriolis", "gravity", "total"):
+        for j, joint in enumerate(("shoulder", "elbow")):
+            cols[f"{joint}_{k}_Nm"] = res[k][:, j]
+    rows = np.column_stack(list(cols.values()))
+    return ",".join(cols) + "\n" + "".join(",".join(f"{v:.10g}" for v in row) + "\n" for row in rows)
 
 
 def _cmd_bench(args):
@@ -213,13 +233,14 @@ def main(argv=None) -> int:
     p = sub.add_parser("reach", help="joint torques of a minimum-jerk reach of the two-link arm",
                        description="Joint torques (N m) of a minimum-jerk reach (Flash & Hogan: a straight hand path) "
                        "of the notes' two-link arm (1.70 m, 70 kg), from the inverse kinematics and jaxmb's "
-                       "inverse dynamics, with the share of each term (inertial, Coriolis, gravity); a figure and "
-                       "the data in --out.")
+                       "inverse dynamics, with the share of each term (inertial, Coriolis, gravity); in --out the "
+                       "torques over time (reach_torques.csv), the peaks and RMS (reach_summary.json) and a figure "
+                       "(reach.png).")
     p.add_argument("--duration", type=float, default=0.5, help="movement time, s (default 0.5)")
     p.add_argument("--gravity", type=float, default=9.81, help="m/s^2 (default 9.81; 0: horizontal plane)")
     p.add_argument("--samples", type=int, default=201, help="time samples of the movement (default 201)")
     p.add_argument("--out", default="jaxmb-out/reach",
-                   help="folder for the figure and summary (default jaxmb-out/reach; '' for none)")  # fmt: skip
+                   help="folder for the torques, summary and figure (default jaxmb-out/reach; '' for none)")  # fmt: skip
     p.set_defaults(func=_cmd_reach)
     b = sub.add_parser("bench", help="rerun the benchmarks (from a source checkout)")
     b.add_argument("rest", nargs=argparse.REMAINDER)

@@ -84,9 +84,27 @@ def test_cli_reach_writes_figure_and_summary(tmp_path, capsys):
     out = capsys.readouterr().out
     assert "shoulder" in out and "elbow" in out
     files = sorted(p.name for p in tmp_path.iterdir())
-    assert files == ["reach_0.5s_g9.81.json", "reach_0.5s_g9.81.png"]
-    summary = json.loads((tmp_path / "reach_0.5s_g9.81.json").read_text())
-    assert summary["elbow"]["gravity"]["peak"] > 0
+    assert files == [".jaxmb-reach.json", "reach.png", "reach_summary.json", "reach_torques.csv"]
+    summary = json.loads((tmp_path / "reach_summary.json").read_text())
+    assert summary["elbow"]["gravity"]["peak"] > 0 and summary["duration_s"] == 0.5
+    # the torques over time (before: only the peaks and a figure, though the help said
+    # "the data"), the very values of reaching_torques, the terms adding up
+    table = np.genfromtxt(tmp_path / "reach_torques.csv", delimiter=",", names=True)
+    ref = reaching_torques(0.5, samples=51)
+    np.testing.assert_allclose(table["time_s"], ref["t"], rtol=0, atol=1e-12)
+    for j, joint in enumerate(("shoulder", "elbow")):
+        np.testing.assert_allclose(table[f"{joint}_angle_rad"], ref["q"][:, j], rtol=1e-9, atol=1e-12)
+        for k in ("inertial", "coriolis", "gravity", "total"):
+            np.testing.assert_allclose(table[f"{joint}_{k}_Nm"], ref[k][:, j], rtol=1e-9, atol=1e-9)
+        np.testing.assert_allclose(table[f"{joint}_total_Nm"], sum(table[f"{joint}_{k}_Nm"] for k in
+                                   ("inertial", "coriolis", "gravity")), rtol=1e-8, atol=1e-8)  # fmt: skip
+        assert summary[joint]["total"]["peak"] == pytest.approx(np.abs(table[f"{joint}_total_Nm"]).max(), rel=1e-9)
+    # another run into the same folder replaces the set (before: files named by the
+    # duration, so runs piled up beside each other)
+    assert main(["reach", "--duration", "0.25", "--samples", "51", "--out", str(tmp_path)]) == 0
+    assert sorted(p.name for p in tmp_path.iterdir()) == files
+    assert json.loads((tmp_path / "reach_summary.json").read_text())["duration_s"] == 0.25
+    capsys.readouterr()
     # an output folder that cannot be made: one line, exit 2, before the work (before:
     # the table, then a traceback)
     afile = tmp_path / "afile"
@@ -139,13 +157,13 @@ def test_cli_rejects_bad_arguments(tmp_path, capsys):
 
 def test_cli_reach_json_is_strict_and_files_follow_the_umask(tmp_path):
     assert main(["reach", "--duration", "0.5", "--samples", "21", "--out", str(tmp_path)]) == 0
-    text = (tmp_path / "reach_0.5s_g9.81.json").read_text()
+    text = (tmp_path / "reach_summary.json").read_text()
     json.loads(text, parse_constant=lambda c: pytest.fail(f"non-standard JSON constant {c}"))
     umask = os.umask(0)
     os.umask(umask)
     for p in tmp_path.iterdir():
         assert p.stat().st_mode & 0o777 == 0o666 & ~umask, p
-    assert not [p for p in tmp_path.iterdir() if p.name.startswith(".")]
+    assert [p.name for p in tmp_path.iterdir() if p.name.startswith(".")] == [".jaxmb-reach.json"]  # no temporaries
 
 
 def test_every_command_writes_under_jaxmb_out_by_default(capsys):
