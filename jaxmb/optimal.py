@@ -581,7 +581,9 @@ def _solve_one(model: Model, q_start, q_end, duration, coef0, weights, cfg: _Con
         S, S_inv = _preconditioner(_metric(model, q_start, q_end, duration, weights, cfg, terms) / scale, dtype)
     else:
         S = S_inv = jnp.eye(q_start.shape[-1], dtype=dtype)
-    f = lambda b: raw(b @ S_inv) / scale  # noqa: E731
+    # in the problem's dtype: optax's line search steps by float64 scalars when x64 is
+    # on, which would evaluate a float32 problem (model and all) in float64
+    f = lambda b: raw(b.astype(dtype) @ S_inv) / scale  # noqa: E731
     v0, g0 = c0 / scale, g0 / scale @ S_inv
     coef0 = coef0 @ S
 

@@ -519,6 +519,21 @@ def test_float32_hand_targets_are_reached_without_a_warning():
                  out_of_reach="raise", maxiter=3, **KW)  # fmt: skip
 
 
+def test_float32_with_x64_on_stays_float32_without_a_warning():
+    # with x64 on, optax's line search stepped by float64 scalars and the cost was
+    # evaluated in float64 (the float32 model cast up, with a warning that told the
+    # user to cast it to float32, which they had done)
+    arm = jaxmb.two_link_arm(gravity=0.0)
+    q0, q1 = np.array([0.5, 1.0]), np.array([1.0, 1.2])
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        r = optimize(arm.astype(np.float32), q0.astype(np.float32), q1.astype(np.float32), np.float32(0.5),
+                     cost="torque_change", **KW)  # fmt: skip
+    assert r.q.dtype == np.float32 and r.cost.dtype == np.float32 and bool(r.converged)
+    ref = optimize(arm, q0, q1, 0.5, cost="torque_change", **KW)
+    assert abs(float(r.cost) / float(ref.cost) - 1) < 1e-5
+
+
 def test_vmap_batching_equals_map():
     # the lock-step form (for accelerators) solves the same problems
     kw = dict(cost="torque_change", **KW)
