@@ -47,9 +47,17 @@ def minimum_jerk(x0, x1, duration, t):
       (..., d) positions; differentiate with :func:`time_derivatives`.
 
     Raises:
-      ValueError: a concrete duration that is not a finite number > 0.
+      ValueError: a concrete duration that is not a finite number > 0; concrete x0,
+        x1 or t that are not finite; x0 and x1 not of one shape (d,).
     """
     _check_duration(duration)
+    for name, x in (("x0", x0), ("x1", x1), ("t", t)):
+        if not isinstance(x, jax.core.Tracer):
+            a = np.asarray(x)
+            if a.dtype.kind not in "fiu" or not np.isfinite(a).all():
+                raise ValueError(f"{name} must be finite real numbers, got {a.tolist() if a.size <= 8 else a.dtype}")
+    if np.shape(x0) != np.shape(x1) or np.ndim(x0) > 1:
+        raise ValueError(f"x0 and x1 must be positions of one shape (d,), got {np.shape(x0)} and {np.shape(x1)}")
     x0, x1, t = jnp.asarray(x0), jnp.asarray(x1), jnp.asarray(t)
     s = jnp.clip(t / duration, 0.0, 1.0)[..., None]
     return x0 + (x1 - x0) * (10 * s**3 - 15 * s**4 + 6 * s**5)
@@ -95,6 +103,8 @@ def two_link_ik(p, L1, L2, *, elbow: str = "up"):
         raise ValueError(f"elbow must be 'up' or 'down', got {elbow!r}")
     if not any(isinstance(x, jax.core.Tracer) for x in (p, L1, L2)):
         r, a, b = np.hypot(*np.asarray(p, dtype=float)), abs(float(L1)), abs(float(L2))
+        if not (np.isfinite(r).all() and np.isfinite(a) and np.isfinite(b)):
+            raise ValueError(f"p, L1 and L2 must be finite, got p = {np.asarray(p).tolist()}, L1 = {L1}, L2 = {L2}")
         slack = 1e-12 * max(a + b, 1.0)
         if not np.all((abs(a - b) - slack <= r) & (r <= a + b + slack)):
             raise ValueError(f"p = {np.asarray(p).tolist()} is out of reach: |p| = {np.asarray(r).tolist()} m, the "

@@ -122,6 +122,21 @@ def test_minimum_jerk_rejects_a_duration_that_is_not_positive_and_finite(duratio
         minimum_jerk([0.0, 0.0], [1.0, 1.0], duration, np.linspace(0, 1, 5))
 
 
+def test_minimum_jerk_and_two_link_ik_refuse_nan_and_mismatched_points():
+    # before: NaN positions came back (no error), a (3,) start against a (2,) end gave
+    # JAX's broadcasting TypeError, and a NaN point was "out of reach: |p| = nan m"
+    t = np.linspace(0, 0.5, 5)
+    with pytest.raises(ValueError, match="x0 must be finite"):
+        minimum_jerk([np.nan, 0.0], [1.0, 1.0], 0.5, t)
+    with pytest.raises(ValueError, match="t must be finite"):
+        minimum_jerk([0.0, 0.0], [1.0, 1.0], 0.5, [0.1, np.inf])
+    with pytest.raises(ValueError, match=r"one shape \(d,\), got \(3,\) and \(2,\)"):
+        minimum_jerk([0.0, 0.0, 0.0], [1.0, 1.0], 0.5, t)
+    np.testing.assert_allclose(minimum_jerk(0.0, 2.0, 0.5, 0.25), [1.0])  # a scalar coordinate: (1,)
+    with pytest.raises(ValueError, match="must be finite"):
+        two_link_ik([np.nan, 0.2], 0.3, 0.3)
+
+
 def test_two_link_ik_rejects_unknown_elbow_and_unreachable_points():
     with pytest.raises(ValueError, match="elbow must be 'up' or 'down', got 'UP'"):
         two_link_ik([0.3, 0.2], 0.3, 0.3, elbow="UP")  # before: silently "down"
