@@ -302,6 +302,9 @@ def _prepare(model: Model, quantity, q, qd, qdd, loads, joints, frame):
             _check_finite(np.asarray(a), nm)
         out.append(a)
     if joints is not None:
+        if quantity != "joint_reactions":
+            raise ValueError(f"joints= selects joints of quantity='joint_reactions'; {quantity!r} gives every "
+                             "joint (index the result instead)")  # fmt: skip
         if isinstance(joints, (str, int, np.integer)):
             joints = (joints,)
         joints = tuple(model.index(j) for j in joints)
@@ -548,6 +551,14 @@ def _stack(Ys, p: int) -> np.ndarray:
     return np.concatenate(rows, 0)
 
 
+def _check_rtol(rtol) -> float:
+    """A rank threshold: a real number in (0, 1)."""
+    if isinstance(rtol, (bool, np.bool_)) or not isinstance(rtol, (int, float, np.integer, np.floating)) or not (
+            0.0 < float(rtol) < 1.0):  # fmt: skip
+        raise ValueError(f"rtol must be a number in (0, 1) (the rank decision's relative threshold), got {rtol!r}")
+    return float(rtol)
+
+
 def base_parameters(model: Model, Y, *, rtol: float | None = None, order: Sequence[int] | None = None
                     ) -> BaseParameters:  # fmt: skip
     """Identifiable combinations of the barycentric parameters from stacked regressors.
@@ -586,6 +597,7 @@ def base_parameters(model: Model, Y, *, rtol: float | None = None, order: Sequen
     low = eps > 1e-10
     if rtol is None:
         rtol = 1e-3 if low else 1e-7
+    rtol = _check_rtol(rtol)
     A = _stack(blocks, p)
     if A.shape[0] == 0:
         raise ValueError("the regressor has no rows (no samples)")
@@ -653,6 +665,8 @@ def identifiability(model: Model, q, qd, qdd, *, data: Sequence[str] = ("joint_m
     Returns:
       :class:`BaseParameters` (print it for the combinations in words).
     """
+    if rtol is not None:
+        _check_rtol(rtol)
     if isinstance(data, str):
         data = (data,)
     if not data:
@@ -991,7 +1005,7 @@ class FitResult:
         tr = None if true is None else np.asarray(to_physical(true))
         head = f"{'parameter':22s}{'start':>12s}{'fit':>12s}{'stderr':>11s}"
         if tr is not None:
-            head += f"{'true':>12s}{'error':>10s}"
+            head += f"{'true':>12s}{'error':>11s}"
         lines = [f"consistent fit: {'converged' if self.converged else 'NOT converged'} ({self.status}), "
                  f"{self.iterations} iterations", head]  # fmt: skip
         L = np.asarray(self.model.length)
@@ -1002,10 +1016,11 @@ class FitResult:
                 row = f"{nm + fixed:22s}{m0[i, j]:12.5g}{self.physical[i, j]:12.5g}{self.stderr_physical[i, j]:11.2g}"
                 if tr is not None:
                     err = self.physical[i, j] - tr[i, j]
+                    # a column of its own whatever the size (133018.14 % ran into the true value)
                     if j in (1, 2):  # centre of mass: error as a fraction of the length
-                        row += f"{tr[i, j]:12.5g}{100 * err / L[i]:9.2f}%L"
+                        row += f"{tr[i, j]:12.5g} {_percent(100 * err / L[i])}%L"
                     else:
-                        row += f"{tr[i, j]:12.5g}{100 * err / tr[i, j]:9.2f}%"
+                        row += f"{tr[i, j]:12.5g} {_percent(100 * err / tr[i, j])}%"
                 lines.append(row)
         if tr is not None:
             lines.append("error: fit - true, in % of the true value; for the centre of mass in % of the segment's "
@@ -1023,6 +1038,11 @@ class FitResult:
 
     def __str__(self) -> str:
         return self.report()
+
+
+def _percent(v: float) -> str:
+    """A percentage in 9 characters: fixed point, or exponent notation from 1e5."""
+    return f"{v:9.2f}" if abs(v) < 1e5 else f"{v:9.2e}"
 
 
 class _Config(NamedTuple):
@@ -1252,6 +1272,8 @@ def _data_jacobian(zf, data, cfg):
 
 
 def _as_float_array(x, name):
+    if np.iscomplexobj(x):  # NumPy would drop the imaginary part with a ComplexWarning
+        raise ValueError(f"{name} must be real numbers, got complex values")
     try:
         a = np.asarray(x, dtype=float)
     except (TypeError, ValueError):
@@ -1340,8 +1362,21 @@ def _weights(w, lead, core, name):
     if (w < 0).any():
         raise ValueError(f"{name} must be >= 0")
     full = lead + core
-    if w.shape == lead:
-        w = w.reshape(lead + (1,) * len(core))
+    # a shape that broadcasts to the samples, e.g. (trials, 1) for samples (trials, T):
+    # one weight per sample (refused before as broadcasting to neither), unless it
+    # also reads as the data's last axes
+    as_samples = w.ndim == len(lead) and all(a in (1, b) for a, b in zip(w.shape, lead))
+    if as_samples and w.shape != lead:
+        try:
+            as_data = np.broadcast_shapes(w.shape, full) == full
+        except ValueError:
+            as_data = False
+        if as_data:
+            raise ValueError(f"{name} of shape {w.shape} is ambiguous: one weight per sample of {lead} (give shape "
+                             f"{w.shape + (1,) * len(core)}) or per value of the data {full} along its last axes "
+                             f"(give shape {(1,) * len(core) + w.shape})")  # fmt: skip
+    if as_samples:
+        w = w.reshape(w.shape + (1,) * len(core))
     # weights over the leading axes only, e.g. one per trial (trials,) for samples
     # (trials, T): NumPy aligns them with the last axes instead, the joints when
     # trials == segments, silently. Refused, with the shape that says either
@@ -1456,6 +1491,8 @@ def fit(model: Model, q, qd, qdd, *, moments=None, reactions=None, loads=None, f
                          "(..., segments, 2) or (..., segments)")  # fmt: skip
     if isinstance(max_iter, bool) or not isinstance(max_iter, (int, np.integer)) or max_iter < 1:
         raise ValueError(f"max_iter must be an int >= 1, got {max_iter!r}")
+    if rtol is not None:
+        rtol = _check_rtol(rtol)
     n = model.segments
     (q, qd, qdd), lead = _leading(model, q, qd, qdd)
     if loads is not None:
@@ -1568,14 +1605,18 @@ def fit(model: Model, q, qd, qdd, *, moments=None, reactions=None, loads=None, f
     gtol = (1e-6 if eps > 1e-10 else 1e-10) if gtol is None else float(gtol)
     outputs = {k: np.asarray(Yq[k][2] > 0).reshape(-1, n).any(0) for k in kinds}  # the joints measured
 
-    def other_motion(data):
+    def other_motion(data, actual=False):
         # the data Jacobian of a random movement (same shape as q, so that the
         # regressors compiled for the data serve; 64 samples at least), every measured
-        # joint weighed alike, reaction vectors for either kind of reaction data
-        rows, shape = [], lead if math.prod(lead) >= 64 else (64,)
-        rng_ = np.random.default_rng(0)
-        qr = rng_.uniform(-np.pi, np.pi, shape + (model.dof,))
-        qdr, qddr = 2.0 * rng_.standard_normal(qr.shape), 5.0 * rng_.standard_normal(qr.shape)
+        # joint weighed alike, reaction vectors for either kind of reaction data;
+        # ``actual``: of the data's own movement instead (would other data kinds help it?)
+        rows, shape = [], lead if actual or math.prod(lead) >= 64 else (64,)
+        if actual:
+            qr, qdr, qddr = q, qd, qdd
+        else:
+            rng_ = np.random.default_rng(0)
+            qr = rng_.uniform(-np.pi, np.pi, shape + (model.dof,))
+            qdr, qddr = 2.0 * rng_.standard_normal(qr.shape), 5.0 * rng_.standard_normal(qr.shape)
         ld = loads if shape == lead else None
         for k in data:
             quantity = "joint_moments" if k == "moments" else "joint_reactions"
@@ -1836,8 +1877,8 @@ def _covariance_z(Jw: np.ndarray, Jp: np.ndarray) -> tuple:
     # the rank cut sees directions the data do not determine, not units or one data
     # kind far more precise than another (reactions to 1e-4 N cut the inertias, which
     # only the moments see, 1e-6 below the masses' singular values)
-    c = np.linalg.norm(Jw, axis=0)
-    cp = np.linalg.norm(Jp, axis=0) if Jp.shape[0] else np.zeros(P)
+    c = _column_norms(Jw)
+    cp = _column_norms(Jp) if Jp.shape[0] else np.zeros(P)
     c = np.where(c > 0, c, np.where(cp > 0, cp, 1.0))
     Jw, Jp = Jw / c, Jp / c
     _, s, Vt = np.linalg.svd(Jw, full_matrices=False)
@@ -1861,6 +1902,14 @@ def _covariance_z(Jw: np.ndarray, Jp: np.ndarray) -> tuple:
     cov[undetermined, :] = np.inf
     cov[:, undetermined] = np.inf
     return cov, undetermined
+
+
+def _column_norms(A: np.ndarray) -> np.ndarray:
+    """Euclidean norms of the columns without overflow (rows whitened by a residual
+    variance at rounding level reach 1e150 and more: their squares would overflow)."""
+    m = np.max(np.abs(A), axis=0)
+    safe = np.where(m > 0, m, 1.0)
+    return m * np.linalg.norm(A / safe, axis=0)
 
 
 def _inverse_psd(H: np.ndarray) -> np.ndarray:
@@ -1920,8 +1969,12 @@ def _identifiable_or_raise(model, zf0, jdata, cfg, free_idx, rtol, has_prior, ki
     always = _undetermined(other_motion(tuple(kinds)), names, free_idx, tol)[0] if other_motion else 0
     with_r = "reactions" in kinds
     if not always:
+        # reaction forces are named where they would determine more on this movement
+        # (never for an inertia: it is absent from the reactions)
+        helps = not with_r and other_motion is not None and _undetermined(
+            other_motion(tuple(kinds) + ("reactions",), actual=True), names, free_idx, tol)[0] < count  # fmt: skip
         raise ValueError(f"too little excitation: {head} Fix these (free=...), add more varied movement"
-                         f"{'' if with_r else ' or reaction forces'}, or give a prior")  # fmt: skip
+                         f"{' or reaction forces' if helps else ''}, or give a prior")  # fmt: skip
     # structural: a random movement leaves them (or some of them) undetermined too
     part = always < count
     msg = (f"not identifiable: {head} {f'{always} of these {count} directions' if part else 'They'} do not depend "
@@ -1986,11 +2039,29 @@ class Bands(NamedTuple):
     parameters: np.ndarray
 
 
+def _check_fit_model(model: Model, fitted: Model) -> None:
+    """ValueError unless ``model`` is the fit's model up to its mass, centres of mass
+    and inertias (the draws are the fit's; the rest must be what they were fitted on)."""
+    if model.segments != fitted.segments:
+        raise ValueError(f"monte_carlo(spread=fit): the model has {model.segments} segments, the fit's "
+                         f"{fitted.segments}: pass the model the fit was made with (fit.initial or fit.model)")  # fmt: skip
+    for f in ("parent", "base", "coordinates", "attach_end"):
+        if getattr(model, f) != getattr(fitted, f):
+            raise ValueError(f"monte_carlo(spread=fit): the model's {f} {getattr(model, f)!r} is not the fit's "
+                             f"{getattr(fitted, f)!r}: pass the model the fit was made with (fit.initial or fit.model)")  # fmt: skip
+    for f in ("length", "attach", "origin", "gravity"):
+        a, b = np.asarray(getattr(model, f), float), np.asarray(getattr(fitted, f), float)
+        if a.shape != b.shape or not np.allclose(a, b, rtol=1e-6, atol=1e-12, equal_nan=True):
+            raise ValueError(f"monte_carlo(spread=fit): the model's {f} {a.tolist()} is not the fit's {b.tolist()}: "
+                             "pass the model the fit was made with (fit.initial or fit.model)")  # fmt: skip
+
+
 def _draw_physical(model: Model, spread, draws: int, seed: int) -> tuple:
     """(central (n, 4), draws (D, n, 4)) physical parameters."""
     n = model.segments
     rng = np.random.default_rng(seed)
     if isinstance(spread, FitResult):
+        _check_fit_model(model, spread.model)
         if spread._cov_z is None or not np.isfinite(spread._cov_z).all():
             raise ValueError("this fit has undetermined parameters (infinite standard errors): "
                              "fix them or fit with a prior before propagating its uncertainty")  # fmt: skip
@@ -2144,6 +2215,10 @@ def perturbed(model: Model, fraction: float = 0.3, seed: int = 0) -> Model:
     Parameters that are 0 (a centre of mass on the axis or at the joint) start at
     +- fraction / 3 of the segment length instead.
     """
+    if isinstance(fraction, (bool, np.bool_)) or not isinstance(fraction, (int, float, np.integer, np.floating)) or not (
+            0.0 <= float(fraction) < 1.0):  # fmt: skip
+        raise ValueError(f"fraction must be a number in [0, 1) (a mass scaled by 1 - fraction stays > 0), "
+                         f"got {fraction!r}")  # fmt: skip
     rng = np.random.default_rng(seed)
     phys = np.asarray(to_physical(model), dtype=float)
     sign = rng.choice([-1.0, 1.0], size=phys.shape)

@@ -45,6 +45,8 @@ matrix: the rank of the regressor over every possible movement.
 """
 
 
+import warnings
+
 import jax
 import numpy as np
 import pytest
@@ -653,6 +655,15 @@ def test_monte_carlo_from_a_fit_stays_physical():
     # 400 draws: the sd of a sample sd is ~4 %; the log transforms add a little curvature
     ratio = b.sd / lin_sd
     assert abs(np.median(ratio) - 1) < 0.1 and np.all(np.abs(ratio - 1) < 0.4)
+    # the model must be the fit's, up to the parameters drawn (before: another length
+    # was accepted and gave other moments; another number of segments a broadcast error)
+    with pytest.raises(ValueError, match=r"the model's length \[0.5, 0.5\] is not the fit's"):
+        identify.monte_carlo(true.replace(length=[0.5, 0.5]), q, qd, qdd, spread=res, draws=10)
+    with pytest.raises(ValueError, match="the model has 3 segments, the fit's 2"):
+        identify.monte_carlo(_chain(3, seed=9), np.zeros((5, 3)), np.zeros((5, 3)), np.zeros((5, 3)), spread=res)
+    # the report's error column stays apart from the true value whatever its size
+    assert [len(identify._percent(v)) for v in (0.01, -99.99, 86711.65, 133018.14, -2e7)] == [9] * 5
+    assert identify._percent(133018.14) == " 1.33e+05"
 
 
 def _arm_and_movement(T, seed):
@@ -801,6 +812,29 @@ def test_bad_data_get_clear_errors():
         identify.table_prior(model, body_mass=70)
 
 
+def test_rtol_joints_fraction_and_complex_data_are_checked():
+    # before: rtol=-1 reported rank 11 and rtol=2 rank 0 (3-link moments: 9), rtol="a"
+    # a NumPy UFuncTypeError; joints= with joint moments was ignored; perturbed(m, 2)
+    # failed on "mass of segment 1 must be > 0"; complex moments lost their imaginary
+    # part with a ComplexWarning only
+    model = _chain(3, seed=13)
+    q, qd, qdd = _states(model, (30,), seed=13)
+    for bad in (-1.0, 2.0, 0.0, "a", True):
+        with pytest.raises(ValueError, match=r"rtol must be a number in \(0, 1\)"):
+            identify.identifiability(model, q, qd, qdd, rtol=bad)
+    mom = np.asarray(jaxmb.joint_moments(model, q, qd, qdd))
+    with pytest.raises(ValueError, match=r"rtol must be a number in \(0, 1\)"):
+        identify.fit(model, q, qd, qdd, moments=mom, rtol="a")
+    with pytest.raises(ValueError, match="joints= selects joints of quantity='joint_reactions'"):
+        identify.regressor(model, q, qd, qdd, quantity="joint_moments", joints=[1])
+    with pytest.raises(ValueError, match="joints= selects joints"):
+        identify.sensitivity(model, q, qd, qdd, joints=[1])
+    with pytest.raises(ValueError, match=r"fraction must be a number in \[0, 1\)"):
+        identify.perturbed(model, 2.0)
+    with pytest.raises(ValueError, match="moments must be real numbers, got complex"):
+        identify.fit(model, q, qd, qdd, moments=mom + 1j)
+
+
 def test_a_structural_deficit_is_not_blamed_on_the_movement():
     """Fixed base, no gravity, moments and reactions: the root's mass is seen by no
     movement (it multiplies the acceleration of a fixed point). The message said 'add
@@ -813,6 +847,33 @@ def test_a_structural_deficit_is_not_blamed_on_the_movement():
     with pytest.raises(ValueError, match=want) as e:
         identify.fit(model, q, qd, qdd, moments=mom, reactions=rea)
     assert "more varied movement" not in str(e.value) and "add reaction forces" not in str(e.value)
+
+
+def test_too_little_excitation_names_reaction_forces_only_where_they_help():
+    # static poses (no velocity or acceleration): the inertias are absent from the
+    # moments, and from reaction forces too; the message suggested reaction forces
+    # anyway. One pose held, masses and centres of mass free: the reactions' weight
+    # terms would determine the masses, and the message says so
+    model = _chain(3, seed=12)
+    q, _, _ = _states(model, (40,), seed=12)
+    zero = np.zeros_like(q)
+    mom = np.asarray(jaxmb.joint_moments(model, q, zero, zero))
+    with pytest.raises(ValueError, match="too little excitation.*inertia") as e:
+        identify.fit(model, q, zero, zero, moments=mom, free="inertia")
+    assert "reaction forces" not in str(e.value) and "more varied movement" in str(e.value)
+    one = np.broadcast_to(q[:1], q.shape)
+    mom1 = np.asarray(jaxmb.joint_moments(model, one, zero, zero))
+    with pytest.raises(ValueError, match="too little excitation.*more varied movement or reaction forces"):
+        identify.fit(model, one, zero, zero, moments=mom1, free=["mass", "com"])
+    with pytest.raises(ValueError, match="too little excitation") as e:
+        identify.fit(model, one, zero, zero, moments=mom1, free="com")  # the reactions of a pose hold no com
+    assert "reaction forces" not in str(e.value)
+    # exact data of one pose determine the masses: the standard errors' whitened rows
+    # (1e150 and more) are normed without overflow
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        res = identify.fit(model, one, zero, zero, moments=mom1, free="mass")
+    assert res.converged and np.all(res.stderr_physical[:, 0] < 1e-10)
 
 
 def test_weights_multiply_residuals_in_the_fit_and_in_rms():
@@ -846,6 +907,17 @@ def test_per_trial_weights_are_not_read_as_per_joint():
     w = identify._weights(np.array([1.0, 3.0]).reshape(2, 1, 1), (2, 30), (2,), "moment_weights")
     np.testing.assert_array_equal(w[:, 0, :], [[1.0, 1.0], [3.0, 3.0]])
     np.testing.assert_array_equal(identify._weights(np.array([1.0, 3.0]), (30,), (2,), "w")[0], [1.0, 3.0])
+    # (trials, 1) broadcasts to the samples (trials, T): one weight per trial (before:
+    # "broadcasts neither to the samples (3, 30) nor to the data"), as (trials, 1, 1)
+    w31 = np.array([1.0, 0.0, 2.0])[:, None]
+    np.testing.assert_array_equal(identify._weights(w31, (3, 30), (2,), "w"),
+                                  identify._weights(w31[..., None], (3, 30), (2,), "w"))  # fmt: skip
+    a = identify.fit(true, q, qd, qdd, moments=mom, moment_weights=w31, free="inertia")
+    b = identify.fit(true, q, qd, qdd, moments=mom, moment_weights=w31[..., None], free="inertia")
+    np.testing.assert_array_equal(a.physical, b.physical)
+    # where it also reads as the data's last axes (samples (2, 2), 2 joints): refused
+    with pytest.raises(ValueError, match=r"w of shape \(2, 1\) is ambiguous: one weight per sample"):
+        identify._weights(np.ones((2, 1)), (2, 2), (2,), "w")
 
 
 def test_sigma_free_and_mask_arguments_are_checked():
