@@ -253,17 +253,24 @@ class _Traced:
         dropped or fail inside the integration)."""
         t = jax.ShapeDtypeStruct((), dtype)
         x = jax.ShapeDtypeStruct(shape, dtype)
+
+        def checked(t, q, qd):
+            # the output looked at before JAX does: None, a tuple, a dict or a string
+            # is named here, not recognised afterwards by the text of JAX's error
+            out = fn(t, q, qd)
+            if not isinstance(out, (jax.Array, np.ndarray, np.generic, int, float, bool, complex)):
+                raise _NotOneArray(out)
+            return out
+
         try:
-            closed, out = jax.make_jaxpr(lambda t, q, qd: fn(t, q, qd), return_shape=True)(t, x, x)
-        except TypeError as e:  # e.g. None returned: no array to make
-            if "is not a valid JAX type" not in str(e):
-                raise
-            raise ValueError(f"{name}(t, q, qd) must return one real array, got a value that is not an array: "
-                             f"{e}") from None  # fmt: skip
-        if not isinstance(out, jax.ShapeDtypeStruct):
-            raise ValueError(f"{name}(t, q, qd) must return one real array, got {jax.tree_util.tree_structure(out)}"
+            closed, out = jax.make_jaxpr(checked, return_shape=True)(t, x, x)
+        except _NotOneArray as e:
+            out = e.args[0]
+            what = (f"{type(out).__name__} {jax.tree_util.tree_structure(out)}" if isinstance(out, (tuple, list, dict))
+                    else "None" if out is None else f"a {type(out).__name__}")  # fmt: skip
+            raise ValueError(f"{name}(t, q, qd) must return one real array, got {what}"
                              + (" (a tuple: for (value, aux), return the value alone)" if isinstance(out, tuple)
-                                else ""))  # fmt: skip
+                                else "")) from None  # fmt: skip
         if not (jnp.issubdtype(out.dtype, jnp.floating) or jnp.issubdtype(out.dtype, jnp.integer)):
             raise ValueError(f"{name}(t, q, qd) must return a real array, got dtype {out.dtype}")
         return cls(closed.jaxpr, jax.tree_util.tree_structure(out)), list(closed.consts)
@@ -283,6 +290,10 @@ class _Traced:
             return bool(self.key == other.key)
         except Exception:  # a parameter without a plain truth value: a new compilation
             return False
+
+
+class _NotOneArray(Exception):
+    """A traced function's output that is not one array (carries the output)."""
 
 
 def _program_key(jaxpr):

@@ -438,7 +438,9 @@ def test_function_output_must_be_one_real_array():
     for fn, match in ((lambda t, q, qd: q > 0, "must return a real array, got dtype bool"),
                       (lambda t, q, qd: 1j * jnp.ones(2), "must return a real array, got dtype complex"),
                       (lambda t, q, qd: (jnp.zeros(2), 1.0), "must return one real array.*a tuple"),
-                      (lambda t, q, qd: None, "must return one real array")):  # fmt: skip
+                      (lambda t, q, qd: None, "must return one real array, got None"),
+                      (lambda t, q, qd: {"tau": q}, "must return one real array, got dict"),
+                      (lambda t, q, qd: "q", "must return one real array, got a str")):  # fmt: skip
         with pytest.raises(ValueError, match=r"tau\(t, q, qd\) " + match):
             jaxmb.simulate(model, z, z, fn, 1e-3, steps=2)
     with pytest.raises(ValueError, match=r"loads\(t, q, qd\) must return a real array, got dtype bool"):
