@@ -188,9 +188,9 @@ class GaitResult:
       angles: (..., T, 3) joint angles, rad, in ``convention``.
       velocities: (..., T, 3) joint angular velocities, rad/s, in ``convention``.
       moments: (..., T, 3) net joint moments, N m, in ``convention``.
-      powers: (..., T, 3) joint powers, W (moment times the relative angular
-        velocity: positive when the muscles generate energy; the same in both
-        conventions).
+      powers: (..., T, 3) joint powers, W (the jaxmb moment times the jaxmb relative
+        angular velocity: positive when the muscles generate energy; the same in both
+        conventions, so in the clinical signs minus moment times velocity).
       reactions: (..., T, 3, 2) joint reaction forces (Fx, Fy), world frame, N: the
         force of the proximal segment (the pelvis for the hip) on the distal one.
       reactions_segment: (..., T, 3, 2) the same as (axial, shear) in the distal
@@ -298,7 +298,8 @@ class GaitResult:
 
         return dataclasses.replace(
             self, time=self.time[:n], **{k: cut(getattr(self, k)) for k in OUTPUTS}, mask=cut(self.mask), frames=n,
-            cutoff=one(self.cutoff), body_mass=one(self.body_mass), height=one(self.height),
+            cutoff=one(self.cutoff), force_cutoff=one(self.force_cutoff), body_mass=one(self.body_mass),
+            height=one(self.height),
             segments={k: v[ix] for k, v in self.segments.items()},
             terms=None if self.terms is None else {k: (cut(m), cut(r)) for k, (m, r) in self.terms.items()},
         )  # fmt: skip
@@ -640,10 +641,10 @@ def _dynamics(params, q, qd, qdd, frc, mz, pelvis, pelvis_rate, *, terms: bool, 
 
 
 def _filter_group(kin, frc, mz, *, rate, force_rate, cutoff, force_cutoff, order, padlen):
-    """Low-pass the joint centres (B, T, 8), the force channels (B, Tf, k) (Fx, Fy,
-    the force's moment, the centre of pressure's height) and the free moment (B, Tf)
-    or None, along time; one pass over all channels when the rates and cut-offs are
-    the same."""
+    """Low-pass the kinematics (B, T, c) (the joint centres' 8 coordinates, and the
+    pelvis angle where given), the force channels (B, Tf, k) (Fx, Fy, the force's
+    moment, the centre of pressure's height) and the free moment (B, Tf) or None,
+    along time; one pass over all channels when the rates and cut-offs are the same."""
     import jax.numpy as jnp
 
     from ._filters import lowpass_jax
@@ -652,8 +653,8 @@ def _filter_group(kin, frc, mz, *, rate, force_rate, cutoff, force_cutoff, order
     force_ch = [frc] + ([] if mz is None else [mz[..., None]])
     if cutoff is not None and cutoff == force_cutoff and rate == force_rate and kin.shape[1] == frc.shape[1]:
         y = lowpass_jax(jnp.concatenate([kin] + force_ch, -1), rate, cutoff, **kw)
-        k = frc.shape[-1]
-        return y[..., :8], y[..., 8 : 8 + k], (None if mz is None else y[..., 8 + k])
+        k, c = frc.shape[-1], kin.shape[-1]
+        return y[..., :c], y[..., c : c + k], (None if mz is None else y[..., c + k])
     if cutoff is not None:
         kin = lowpass_jax(kin, rate, cutoff, **kw)
     if force_cutoff is not None:
@@ -791,8 +792,12 @@ def _chunk_pipeline(pts, force, cop, mz, seg, pelvis, resample, gravity, *, rate
     frc = jnp.stack(chans, -1)
     B, T = kin.shape[:2]
     kin = kin.reshape(B, T, 8)
+    if pelvis is not None:  # kinematics too: filtered with the joint centres
+        kin = jnp.concatenate([kin, pelvis[..., None].astype(kin.dtype)], -1)
     kin, frc, mz = _filter_group(kin, frc, mz, rate=rate, force_rate=force_rate, cutoff=cutoff,
                                  force_cutoff=force_cutoff, order=order, padlen=padlen)  # fmt: skip
+    if pelvis is not None:
+        kin, pelvis = kin[..., :8], kin[..., 8]
     kin = kin.reshape(B, T, 4, 2)
     if resample is not None:
         i0, i1, w = resample
@@ -957,8 +962,13 @@ def analyze(
     dorsiflexion positive (zero when the foot axis is at right angles to the shank),
     and hip extensor, knee extensor, ankle plantarflexor moments positive (Winter's
     convention): clinical = (+1, -1, +1) * jaxmb angles (minus pi/2 at the ankle) and
-    (-1, +1, -1) * jaxmb moments. Powers (W) are the same in both. A left leg or a
-    subject walking toward -x must be mirrored first (x -> -x).
+    (-1, +1, -1) * jaxmb moments. Powers (W) are the same in both: the jaxmb moment
+    times the jaxmb angular velocity, which is minus the clinical moment times the
+    clinical angular velocity (the clinical signs make moments positive toward
+    extension and angles toward flexion, opposite senses at every joint). Both legs
+    are seen from the subject's right: a left leg needs no mirroring (:func:`sagittal`
+    gives either side as is); only a subject walking toward -x must be mirrored
+    first (x -> -x).
 
     **Batches.** Every input may have leading batch axes (``(..., T, 2)``; ``rate``,
     ``gravity`` shared; ``segments`` arrays ``(3,)`` or ``(..., 3)``; ``body_mass``
@@ -1006,7 +1016,8 @@ def analyze(
         20 ms) and 2.2 N m with "auto".
       gravity: m/s^2 (9.80665 for the running data).
       pelvis: optional (..., T) pelvis angle, rad, CCW: the hip angle and hip power
-        are taken relative to it (default: a pelvis that does not rotate).
+        are taken relative to it (default: a pelvis that does not rotate); filtered
+        with the joint centres (``cutoff``).
       frames: optional (...) int, valid samples per trial of padded inputs.
       force_frames: optional (...) int, valid force samples per trial of padded
         inputs (the samples past them are ignored: NaN or anything). Default:
@@ -1134,6 +1145,12 @@ def analyze(
             force_frames = _counts(force_frames, "force_frames", "valid force samples per trial", lead, Tf)
     B, T = PT[0].shape[:2]
     Tf = force_a.shape[1]
+    if force_frames is not None and force_rate == rate and (force_frames != kin_frames).any():
+        # per trial, as for one trial (lists of trials and force_frames= came here
+        # unchecked: a 10 kHz force read at the markers' 1 kHz, silently)
+        b = int(np.argmax(force_frames != kin_frames))
+        raise ValueError(f"force has {int(force_frames[b])} samples but the kinematics {int(kin_frames[b])} (trial "
+                         f"{b}): give force_rate= if it differs")  # fmt: skip
     if force_frames is None:
         if force_rate == rate and Tf != T:
             raise ValueError(f"force has {Tf} samples but the kinematics {T}: give force_rate= if it differs")
@@ -1167,6 +1184,30 @@ def analyze(
         if med > 2.0:
             raise ValueError(f"the {seg} is {med:.4g} m long (median over the samples): the joint centres must be "
                              "in metres (divide millimetres by 1000)")
+    # the ground reaction force and its centre of pressure, where the foot is loaded
+    # (|Fy| > 20 N): a force that pushes down (the foot's push on the plate, not the
+    # ground's on the foot) or a centre of pressure in millimetres gave moments of
+    # hundreds or 1e5 N m, silently
+    cop_x = cop_a if cop_a.ndim == 2 else cop_a[..., 0]
+    for b in range(B):
+        nf_b, nk_b = int(force_frames[b]), int(kin_frames[b])
+        fy = force_a[b, :nf_b, 1]
+        loaded = np.abs(fy) > 20.0
+        if loaded.sum() < 3:
+            continue
+        where = f" (trial {b})" if B > 1 else ""
+        med_fy = float(np.median(fy[loaded]))
+        if med_fy < 0:
+            raise ValueError(f"the vertical ground reaction force is negative where the foot is loaded (median "
+                             f"{med_fy:.4g} N){where}: give the force that the ground exerts on the foot, y up "
+                             "(negate a plate's reading of the foot's push)")  # fmt: skip
+        foot_x = np.concatenate([PT[2][b, :nk_b, 0], PT[3][b, :nk_b, 0]])
+        lo, hi = float(np.min(foot_x)) - 1.0, float(np.max(foot_x)) + 1.0
+        med_cop = float(np.median(cop_x[b, :nf_b][loaded]))
+        if not lo <= med_cop <= hi:
+            raise ValueError(f"the centre of pressure is at x = {med_cop:.4g} (median where the foot is loaded)"
+                             f"{where}, more than 1 m from the foot (ankle and toe from {lo + 1:.4g} to {hi - 1:.4g} "
+                             "m): it must be in metres, in the joint centres' frame (divide millimetres by 1000)")  # fmt: skip
 
     # --- cut-offs
     order = _signal._order(order)
@@ -1285,14 +1326,15 @@ def analyze(
     if terms:
         term_out = {k: (shaped(m_), shaped(r_)) for k, (m_, r_) in tpaths.items()}
     got = {k: shaped(res.get(k)) for k in OUTPUTS}
+    kin_cut = (trial_cut.reshape(lead) if lead else float(trial_cut[0])) if auto else cutoff
     result = GaitResult(
         time=np.arange(T) / rate,
         **got,
         mask=kmask.reshape(lead + (T,)),
         frames=kin_frames.reshape(lead) if lead else int(kin_frames[0]),
         rate=rate,
-        cutoff=(trial_cut.reshape(lead) if lead else float(trial_cut[0])) if auto else cutoff,
-        force_cutoff=(None if cutoff is None else "same") if same else force_cutoff,
+        cutoff=kin_cut,
+        force_cutoff=kin_cut if same else force_cutoff,  # Hz (was the string "same")
         convention="jaxmb",
         body_mass=_per_trial(body_mass, "body_mass", "kg", lead),
         height=_per_trial(height, "height", "m", lead),
@@ -1389,7 +1431,8 @@ def _marker(markers, label, side):
     try:
         return markers.get(lab)
     except KeyError as e:
-        raise ValueError(f"sagittal: {e.args[0]} {_MAPPING_HINT}") from None
+        src = getattr(markers, "source", None)
+        raise ValueError(f"sagittal: {f'{src}: ' if src else ''}{e.args[0]} {_MAPPING_HINT}") from None
 
 
 def _joint_centre(markers, spec, side, up):

@@ -685,7 +685,8 @@ def read_trc(path, *, warn_gaps: bool = True) -> Markers:
             disagrees with ``NumMarkers`` / ``NumFrames``, a row with the wrong number
             of fields, a value that is not a number, an infinite coordinate, a marker
             with one or two of its three coordinates empty (a gap leaves all three
-            empty: a row missing a value), a Time column that is not finite or does
+            empty: a row missing a value; a coordinate written as ``nan`` is read
+            as a gap of its marker, all three NaN), a Time column that is not finite or does
             not advance by 1/``DataRate`` (on average within 0.1 %, and at every row
             within half a frame), an empty file.
     """
@@ -764,11 +765,15 @@ def read_trc(path, *, warn_gaps: bool = True) -> Markers:
         )
     data = np.array(rows, dtype=float).reshape(n_frames, n_fields)
     _check_time_column(data[:, 1], rate, source, row_lines)
+    xyz = data[:, 2:].reshape(n_frames, n_markers, 3) * scale
+    # a marker with a coordinate written as nan is a gap: all three NaN, as empty
+    # fields give it and as write_trc writes gaps (it refuses a partial one)
+    xyz[np.isnan(xyz).any(-1)] = np.nan
     markers = Markers(
         rate=rate,
         time=data[:, 1],
         labels=tuple(labels),
-        xyz=data[:, 2:].reshape(n_frames, n_markers, 3) * scale,
+        xyz=xyz,
         source=source,
     )
     if warn_gaps:

@@ -421,6 +421,8 @@ def derivative(x, rate, order: int = 1, axis: int = 0):
     if isinstance(order, bool) or not isinstance(order, (int, np.integer)) or not 1 <= order <= 4:
         raise ValueError(f"order must be 1, 2, 3 or 4, got {order!r}")
     x = np.asarray(x)
+    if x.dtype.kind not in "biufc":  # strings, objects: NumPy's UFuncTypeError otherwise
+        raise ValueError(f"x must be a numeric array, got dtype {x.dtype}")
     if np.issubdtype(x.dtype, np.integer) or x.dtype == bool:
         x = x.astype(np.float64)
     axis = _axis(axis, x.ndim)

@@ -141,6 +141,15 @@ def test_trc_gaps_are_nan_and_reported(tmp_path):
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         io.read_trc(path, warn_gaps=False)
+    # a coordinate written as nan: the marker's gap, all three NaN (before: one NaN
+    # coordinate, which write_trc then refused to write back)
+    lines[7] = "2\t0.02\t100.0\tnan\t-3.0\t120.0\t22.5\t-1.0"
+    lines[8] = TRC_MM.split("\n")[8]
+    path = write(tmp_path, "nanfield.trc", "\n".join(lines))
+    m = io.read_trc(path, warn_gaps=False)
+    assert np.isnan(m.xyz[1, 0]).all() and not np.isnan(m.xyz[1, 1]).any() and m.gaps() == {"RHEE": ((1, 2),)}
+    io.write_trc(tmp_path / "back.trc", m)
+    np.testing.assert_array_equal(np.isnan(io.read_trc(tmp_path / "back.trc", warn_gaps=False).xyz), np.isnan(m.xyz))
 
 
 def test_trc_round_trip(tmp_path):

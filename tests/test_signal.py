@@ -201,3 +201,5 @@ def test_derivative_second_order_convergence_and_errors():
         signal.derivative(np.zeros(10), 100.0, order=5)
     with pytest.raises(ValueError, match="at least"):
         signal.derivative(np.zeros(3), 100.0, order=2)
+    with pytest.raises(ValueError, match="x must be a numeric array, got dtype <U"):
+        signal.derivative(np.array(["1", "2", "3", "4", "5"]), 100.0)  # before: NumPy's UFuncTypeError
