@@ -331,7 +331,10 @@ def residual_analysis(x, rate, cutoffs=None, axis: int = 0, *, order: int = 2, f
         highest tested one (default 0.5); at least 3 cut-offs are used.
 
     Returns:
-      :class:`ResidualAnalysis` with ``cutoff`` (Hz, per channel) and the curve.
+      :class:`ResidualAnalysis` with ``cutoff`` (Hz, per channel) and the curve. A
+      UserWarning where a channel's cut-off lands at the edge of the tested range:
+      the line's band then holds signal (Winter's method assumes noise alone there)
+      or the signal is all noise.
 
     Raises:
       ValueError: as :func:`lowpass`, or fewer than 4 cut-offs, or cut-offs not
@@ -360,6 +363,16 @@ def residual_analysis(x, rate, cutoffs=None, axis: int = 0, *, order: int = 2, f
     A = np.stack([np.ones_like(f), f], 1)
     (a, b), *_ = np.linalg.lstsq(A, flat[sel], rcond=None)  # (channels,) each
     chosen = np.array([_crossing(cutoffs, flat[:, k], a[k]) for k in range(flat.shape[1])])
+    edge = np.flatnonzero((chosen <= cutoffs[0]) | (chosen >= cutoffs[-1]))
+    if edge.size:
+        # the residual never crosses the noise line inside the tested range: the line's
+        # range (its cut-offs) holds signal, not only noise (a 15 Hz sine at 100 Hz got
+        # 0.125 Hz, removing it all), or the signal is noise throughout
+        which = "" if flat.shape[1] == 1 else f" (channels {edge[:6].tolist()}{', ...' if edge.size > 6 else ''} of the flattened other axes)"
+        warnings.warn(f"residual_analysis: the cut-off is at the edge of the tested range, {float(chosen[edge[0]]):.4g} "
+                      f"Hz{which}: the straight line fitted from {float(f[0]):.4g} to {float(f[-1]):.4g} Hz does not "
+                      "describe noise alone there (signal in that band, or a signal that is all noise); check "
+                      "the curve (.figure()) and give cutoffs= or fit_from=", UserWarning, stacklevel=2)  # fmt: skip
     shape = res.shape[1:]
     cutoff = float(chosen[0]) if not shape else chosen.reshape(shape)
     return ResidualAnalysis(cutoff=cutoff, cutoffs=cutoffs, residuals=res, intercept=a.reshape(shape),

@@ -134,6 +134,22 @@ def test_lowpass_auto_padding_removes_the_edge_transient():
         signal.lowpass(x, rate, cutoff, padlen="long")
 
 
+def test_residual_analysis_warns_at_the_edge_of_its_range():
+    # a 15 Hz sine at 100 Hz lies in the band of the noise line (12.5 to 25 Hz): the
+    # residual never comes down to the line's intercept inside the range and the
+    # lowest cut-off tested, 0.125 Hz, was returned silently (it removes the signal)
+    rng = np.random.default_rng(0)
+    t = np.arange(500) / 100.0
+    x = np.sin(2 * np.pi * 15 * t) + 0.001 * rng.standard_normal(t.size)
+    with pytest.warns(UserWarning, match=r"edge of the tested range, 0.125 Hz.*from 12.5 to 25 Hz"):
+        ra = signal.residual_analysis(x, 100.0)
+    assert ra.cutoff == 0.125
+    slow = np.sin(2 * np.pi * 2 * t) + 0.001 * rng.standard_normal(t.size)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # content well below the band: no warning
+        assert 2 < signal.residual_analysis(slow, 100.0).cutoff < 12.5
+
+
 def test_residual_analysis_matches_the_frequency_domain_prediction():
     # Tones at 1, 2.5 and 5 Hz plus white noise (sigma 0.01) at 500 Hz. In the
     # frequency domain the zero-phase filter has gain G(f) = |H(f)|^2 (H: SciPy's
