@@ -972,11 +972,16 @@ def analyze(
 
     **Batches.** Every input may have leading batch axes (``(..., T, 2)``; ``rate``,
     ``gravity`` shared; ``segments`` arrays ``(3,)`` or ``(..., 3)``; ``body_mass``
-    ``()`` or ``(...)``): the trials run in one jitted computation. Trials of unequal
-    length: give lists of per-trial arrays (padded here), or padded arrays with
-    ``frames`` ``(...,)`` valid samples per trial (and ``force_frames``, valid force
-    samples, for a force at another rate); the padding is ignored, and samples past
-    ``frames`` are NaN in the result and False in ``result.mask``. Inside, a loop takes a few trials at a
+    ``()`` or ``(...)``): trials of equal length run in one jitted computation. Trials
+    of unequal length: give lists of per-trial arrays (padded here), or padded arrays
+    with ``frames`` ``(...,)`` valid samples per trial (and ``force_frames``, valid
+    force samples, for a force at another rate); the padding is ignored, and samples
+    past ``frames`` are NaN in the result and False in ``result.mask``. The trials
+    run in groups of equal lengths and cut-off, one compiled computation per group,
+    and each new group compiles the pipeline once (seconds on a CPU); with
+    ``cutoff="auto"``, a cut-off per trial, each trial is a group of its own. For
+    many trials of many lengths, cut them to a few common lengths (e.g. each stance
+    with the same margin) or give one cut-off. Inside, a loop takes a few trials at a
     time on the CPU (4: their intermediates stay in the cache) and up to 2^22 samples
     worth of trials a step on a GPU or TPU (chosen without a GPU to measure it).
 
