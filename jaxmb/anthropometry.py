@@ -190,6 +190,11 @@ def _row(table, segment) -> _Row:
 def _positive(name: str, value, unit: str) -> float:
     """A finite, positive Python float, or a ValueError naming the argument."""
     # np.asarray(..., dtype=float) would parse "70" and take True as 1: refuse both
+    if isinstance(value, jax.core.Tracer):
+        raise ValueError(f"{name} must be a concrete number in {unit}, got a traced value (under jax.jit, grad or "
+                         "vmap): the anthropometric models are built from their tables eagerly. To differentiate "
+                         "with respect to it, build the model once and scale its parameters in the traced "
+                         "function (model.replace(mass=..., inertia=...), which jax.grad follows)")  # fmt: skip
     kind = getattr(np.asarray(value) if not isinstance(value, jax.core.Tracer) else value, "dtype", None)
     if isinstance(value, (str, bytes, bool, np.bool_)) or kind is None or kind.kind not in "iuf":
         raise ValueError(f"{name} must be a real number in {unit}, got {value!r}")

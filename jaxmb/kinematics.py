@@ -177,10 +177,19 @@ def check_vector(model: Model, x, name: str, size: int | None = None):
     return x
 
 
+def check_model(model) -> None:
+    """ValueError unless ``model`` is a :class:`Model` (e.g. the arguments swapped,
+    which gave AttributeError: 'numpy.ndarray' object has no attribute 'dof')."""
+    if not isinstance(model, Model):
+        raise ValueError(f"the model must be a jaxmb.Model (jaxmb.chain, jaxmb.tree, ...), got "
+                         f"{type(model).__name__}: the model comes first, f(model, q, ...)")  # fmt: skip
+
+
 def check_batch(model: Model, x, name: str, size: int | None = None):
     """Return ``x`` as an array of shape (..., size) (one sample or a batch), raising
     ValueError otherwise (and for NaN or inf in a concrete input). NumPy inputs stay
     NumPy arrays: the compiled call converts them."""
+    check_model(model)
     size = model.dof if size is None else size
     x = _as_array(x, name)
     check_real(x, name)  # before the shape: a string is no (3,) array of the wrong shape

@@ -180,10 +180,9 @@ class Model:
                 lp = np.broadcast_to(np.asarray(length, float), (self.segments,))[par]
                 new = np.where(self.attach_end, lp, np.asarray(self.attach))
             fields["attach"] = new
-        if _is_concrete(fields):
-            return _build(**fields)
-        # inside a transformation (e.g. grad with respect to a parameter): no checks
-        return Model(**fields)
+        # inside a transformation (e.g. grad with respect to a parameter) the traced
+        # fields' values are not checked (unknown), their shapes are, and broadcast
+        return _build(**fields)
 
     def astype(self, dtype) -> "Model":
         """The same model with every parameter cast to ``dtype``.
@@ -209,13 +208,6 @@ class Model:
             f"Model(segments={self.segments}, dof={self.dof}, base={self.base!r}, "
             f"coordinates={self.coordinates!r}, names={list(self.names)}, parent={list(self.parent)})"
         )
-
-
-def _is_concrete(fields) -> bool:
-    leaves = jax.tree_util.tree_leaves(
-        [fields[k] for k in ("length", "com", "mass", "inertia", "attach", "origin", "gravity")]
-    )
-    return not any(isinstance(x, jax.core.Tracer) for x in leaves)
 
 
 @functools.lru_cache(maxsize=None)
@@ -268,10 +260,26 @@ def _floats(name, value, dtype=float, must="be numbers"):
     return out
 
 
+def _with_tracers(value):
+    """A list or tuple holding traced numbers (e.g. ``[L, 0.27]`` with L traced) as one
+    traced array; anything else as it is."""
+    if isinstance(value, (list, tuple)) and any(_is_traced(v) for v in jax.tree_util.tree_leaves(value)):
+        return jnp.asarray(value)
+    return value
+
+
 def _vector(name, value, n, names, *, allow_scalar=True):
-    arr = _floats(name, value) if not _is_traced(value) else value
-    if _is_traced(arr):
-        return arr
+    value = _with_tracers(value)
+    if _is_traced(value):
+        # values unknown under jit, grad or vmap; the shape is known: checked and
+        # broadcast as for numbers (a (2,) mass of a 3-segment model was read past its
+        # end, silently clamped, under jit)
+        if value.ndim == 0 and allow_scalar:
+            return jnp.broadcast_to(value, (n,))
+        if value.shape[-1:] != (n,):  # leading axes: a stack of models
+            raise ValueError(f"{name} must have shape ({n},) (one value per segment), got shape {value.shape}")
+        return value
+    arr = _floats(name, value)
     if arr.ndim == 0 and allow_scalar:
         arr = np.full(n, float(arr))
     if arr.shape != (n,):
@@ -359,7 +367,16 @@ def _build(length, com, mass, inertia, attach, origin, gravity, parent, names, b
         raise ValueError(f"inertia of segment {i} ({names[i]!r}) must be > 0, got {inertia[i]}")
 
     # centre of mass: scalar (on the axis), (n,) distances along the axis, or (n, 2)
-    if not _is_traced(com):
+    com = _with_tracers(com)
+    if _is_traced(com):  # shapes as below; the values unknown
+        if com.ndim == 0:
+            com = jnp.broadcast_to(com, (n,))
+        if com.shape == (n,):
+            com = jnp.stack([com, jnp.zeros_like(com)], axis=1)
+        if com.shape[-2:] != (n, 2):  # leading axes: a stack of models
+            raise ValueError(f"com must have shape ({n},) (distances along each axis) or ({n}, 2) "
+                             f"(along, across), got shape {com.shape}")  # fmt: skip
+    else:
         c = _floats("com", com)
         if c.ndim == 0:
             c = np.full(n, float(c))
@@ -379,7 +396,7 @@ def _build(length, com, mass, inertia, attach, origin, gravity, parent, names, b
     if attach is None:
         # default: the distal end of the parent, which follows the parent's length
         attach = [None] * n
-    if attach_end is None:
+    if attach_end is None or attach_end == ():  # () is Model's default: no joint at a parent's end
         attach_end = tuple(False for _ in parent)
     attach_end = tuple(bool(b) for b in attach_end)
     if len(attach_end) != n:
@@ -401,6 +418,9 @@ def _build(length, com, mass, inertia, attach, origin, gravity, parent, names, b
             attach = np.where(np.asarray(parent) < 0, 0.0, attach)
     attach = _vector("attach", attach, n, names)
 
+    origin, gravity = _with_tracers(origin), _with_tracers(gravity)
+    if _is_traced(origin) and origin.shape[-1:] != (2,):
+        raise ValueError(f"origin must have shape (2,) (x, y of the fixed base), got {origin.shape}")
     if not _is_traced(origin):
         origin = _floats("origin", origin)
         if origin.shape != (2,):
@@ -495,6 +515,7 @@ def chain(
 
     Arguments as for :func:`tree`; the number of segments is ``len(length)``.
     """
+    length = _with_tracers(length)  # [L, 0.27] with L traced
     if _is_traced(length):
         n = int(np.prod(np.shape(length))) if np.ndim(length) else 1
     else:

@@ -23,7 +23,7 @@ import numpy as np
 
 from . import batch as _batch
 from .dynamics import _batched, _projection, _spec, applied_wrenches
-from .kinematics import _pose_acc, pose
+from .kinematics import _pose_acc, check_model, pose
 from .model import Model, Segment
 
 __all__ = ["joint_reactions"]
@@ -87,6 +87,7 @@ def joint_reactions(
       leading batch shape, as :func:`jaxmb.inverse_dynamics` (compiled on the first
       call, ``jax.vmap`` runs the batched kernel).
     """
+    check_model(model)
     idx = _joint_indices(model, joints)
     if frame not in ("world", "segment"):
         raise ValueError(f"frame must be 'world' or 'segment', got {frame!r}")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import functools
+import warnings
 from typing import NamedTuple
 
 import jax
@@ -79,7 +80,8 @@ def simulate(
         and a repeated call with the same program reuses the compilation), a constant that broadcasts to (..., dof) (a
         scalar such as 0.0 included), or an array over steps, (steps, ..., dof) (held
         constant over each step; one more dimension than a constant: for a batch,
-        (steps, 1, dof) shares one profile).
+        (steps, 1, dof) shares one profile; a (B, dof) array for B states is a
+        constant per state, with a UserWarning where steps equals B too).
       dt: time step, s: a finite nonzero scalar (a negative one integrates backwards).
       loads: optional external loads: None, a constant (segments, 3) or
         (..., segments, 3), an array over steps (steps, ..., segments, 3), or a
@@ -135,9 +137,11 @@ def simulate(
         lead = tuple(np.broadcast_shapes(np.shape(q0)[:-1], np.shape(qd0)[:-1]))
     except ValueError:
         raise ValueError(f"q0 {np.shape(q0)} and qd0 {np.shape(qd0)} do not broadcast") from None
-    # the dtype that forward_dynamics would give these inputs: array torques and loads
-    # take part in the promotion (a function's output is cast to it)
-    arrays = [x for x in (tau, loads) if isinstance(x, (np.ndarray, np.generic, jax.Array))]
+    # the dtype that forward_dynamics would give these inputs: the state and an array
+    # tau take part in the promotion (a function's output is cast to it); loads, like
+    # the model, are cast to it (loads built in NumPy, float64 by default, do not turn
+    # a float32 simulation into a float64 one; they did, unlike forward_dynamics)
+    arrays = [x for x in (tau,) if isinstance(x, (np.ndarray, np.generic, jax.Array))]
     dtype = _float_dtype(q0, qd0, *arrays)
     model = model.astype(dtype)
     n, dof = model.segments, model.dof
@@ -184,6 +188,14 @@ def simulate(
         steps = lengths.pop()
     elif lengths and steps != next(iter(lengths)):
         raise ValueError(f"steps={steps} but the arrays over steps have {next(iter(lengths))}")
+    # a constant per state of a batch whose first axis happens to equal steps reads
+    # as a profile over the steps too: say which reading was taken (a shared profile
+    # of 3 steps for 3 states was taken as 3 constants, 0.04 rad off, silently)
+    for name, kind, x, core in (("tau", tk, tv, (dof,)), ("loads", lk, lv, (n, 3))):
+        if kind == "const" and len(lead) == 1 and x.ndim == 1 + len(core) and x.shape[0] == steps == lead[0] > 1:
+            warnings.warn(f"{name} of shape {x.shape} with a batch of {lead[0]} states and steps={steps} is read as "
+                          f"a constant for each state; for one profile over the {steps} steps shared by the batch "
+                          f"give {name}[:, None] (shape {(steps, 1) + core})", UserWarning, stacklevel=2)  # fmt: skip
     dt = jnp.asarray(dt, dtype)
     t0 = jnp.asarray(t0, dtype)
     del state_ndim

@@ -170,3 +170,37 @@ def test_a_model_made_directly_is_checked():
     stacked = jax.tree_util.tree_map(lambda a, b: jnp.stack([a, b]), ok, ok)
     assert stacked.mass.shape == (2, 2)
     assert jax.jit(lambda m: m.replace(mass=2 * m.mass).mass)(ok).shape == (2,)
+    assert jax.jit(lambda m: m.replace(mass=2 * m.mass, com=m.com).mass)(stacked).shape == (2, 2)
+
+
+def test_traced_parameters_are_shape_checked_and_broadcast_like_numbers():
+    # under jit, grad or vmap a parameter's values are unknown but its shape is not:
+    # before, a (2,) mass of a 3-segment model was read past its end (clamped to
+    # [1, 2, 2]) under jit, and a scalar inertia or a (n,) com, accepted in a direct
+    # call, failed with an IndexError deep in the kernel under grad
+    arm = jaxmb.chain([0.3, 0.27, 0.19], [0.13, 0.12, 0.07], [2.0, 1.2, 0.4], [0.016, 0.008, 0.001])
+    q, qd, qdd = jnp.array([0.3, -0.2, 0.5]), jnp.array([1.0, -0.5, 0.3]), jnp.array([2.0, 1.0, -1.0])
+
+    def loss(m):
+        return jnp.sum(jaxmb.inverse_dynamics(m, q, qd, qdd) ** 2)
+
+    with pytest.raises(ValueError, match=r"mass must have shape \(3,\) \(one value per segment\), got shape \(2,\)"):
+        jax.jit(lambda m: loss(arm.replace(mass=m)))(jnp.array([1.0, 2.0]))
+    with pytest.raises(ValueError, match=r"com must have shape \(3,\) .* or \(3, 2\)"):
+        jax.jit(lambda c: loss(arm.replace(com=c)))(jnp.ones((3, 3)))
+    # a scalar inertia: every segment's; a (n,) com: distances along the axes
+    g = jax.grad(lambda i: loss(arm.replace(inertia=i)))(0.01)
+    g_all = jax.grad(lambda i: loss(arm.replace(inertia=i)))(jnp.full(3, 0.01))
+    np.testing.assert_allclose(g, jnp.sum(g_all), rtol=1e-12)
+    c = jnp.array([0.13, 0.12, 0.07])
+    g = jax.grad(lambda c: loss(arm.replace(com=c)))(c)
+    g2 = jax.grad(lambda c2: loss(arm.replace(com=c2)))(jnp.stack([c, jnp.zeros(3)], 1))
+    np.testing.assert_allclose(g, g2[:, 0], rtol=1e-12)
+    # a list holding a traced number, in chain: the gradient of the first length
+    f = lambda L: loss(jaxmb.chain([L, 0.27, 0.19], [0.13, 0.12, 0.07], [2.0, 1.2, 0.4],  # noqa: E731
+                                   [0.016, 0.008, 0.001]))  # fmt: skip
+    eps = 1e-6
+    np.testing.assert_allclose(jax.grad(f)(0.3), (f(0.3 + eps) - f(0.3 - eps)) / (2 * eps), rtol=1e-6)
+    # the anthropometric models are built eagerly: a traced body mass says so
+    with pytest.raises(ValueError, match="body_mass must be a concrete number in kg, got a traced value"):
+        jax.grad(lambda M: jnp.sum(jaxmb.seven_segment_human(body_mass=M).mass))(70.0)

@@ -6,6 +6,8 @@ a spring load, the free fall of the whole-body centre of mass of a floating body
 and the 4th-order convergence of RK4 against a fine-step reference.
 """
 
+import warnings
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -558,3 +560,34 @@ def test_steps_under_jit_and_a_model_that_is_not_one_are_named():
         jax.jit(lambda s: jaxmb.simulate(model, z, z, 0.0, 1e-3, steps=s))(5)
     with pytest.raises(ValueError, match="model must be a jaxmb.Model .* got str"):
         jaxmb.simulate("arm", z, z, 0.0, 1e-3, steps=2)
+
+
+def test_a_constant_per_state_that_reads_as_a_profile_warns():
+    # a batch of 3 states, tau of shape (3, 2) and steps=3: a constant for each state
+    # (the documented reading), or a profile over the 3 steps; it was taken as the
+    # first silently, 0.04 rad from the profile the user may have meant
+    model = double_pendulum()
+    q0 = np.array([[0.3, 1.2], [0.4, 1.0], [0.1, 0.2]])
+    tau = np.array([[5.0, 0.0], [0.0, 5.0], [-5.0, 0.0]])
+    with pytest.warns(UserWarning, match=r"tau of shape \(3, 2\) .* read as a constant for each state.*tau\[:, None\]"):
+        got = jaxmb.simulate(model, q0, np.zeros(2), tau, 1e-2, steps=3)
+    per_state = jaxmb.simulate(model, q0, np.zeros(2), lambda t, q, qd: jnp.asarray(tau), 1e-2, steps=3)
+    np.testing.assert_array_equal(got.q, per_state.q)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # no coincidence: no warning
+        jaxmb.simulate(model, q0, np.zeros(2), tau, 1e-2, steps=4)
+        jaxmb.simulate(model, q0, np.zeros(2), tau[:, None], 1e-2)
+
+
+def test_loads_take_the_states_dtype_as_in_forward_dynamics():
+    # float32 states with float64 loads (NumPy's default): forward_dynamics computes in
+    # float32; simulate, which documents forward_dynamics' dtype, gave float64
+    model = double_pendulum()
+    q0, qd0 = np.array([0.3, -0.2], np.float32), np.zeros(2, np.float32)
+    loads = np.array([[0.0, -1.0, 0.1], [0.5, 0.0, 0.0]])  # float64
+    acc = jaxmb.forward_dynamics(model, q0, qd0, np.zeros(2, np.float32), loads)
+    sim = jaxmb.simulate(model, q0, qd0, np.zeros(2, np.float32), 1e-3, steps=3, loads=loads)
+    assert acc.dtype == sim.q.dtype == jnp.float32
+    # a float64 tau promotes both
+    assert jaxmb.simulate(model, q0, qd0, np.zeros(2), 1e-3, steps=3, loads=loads).q.dtype == jnp.float64
+    assert jaxmb.forward_dynamics(model, q0, qd0, np.zeros(2), loads).dtype == jnp.float64

@@ -593,3 +593,15 @@ def test_velocity_maps_promote_like_the_dynamics():
     assert mb.pose_velocity(MODEL, q32, q64).dtype == np.float64
     assert mb.point_acceleration(MODEL, q32, q64, q64, 1).dtype == np.float64
     assert mb.pose_acceleration(MODEL, q32, q32, q32).dtype == np.float32
+
+
+def test_the_model_must_come_first():
+    # the arguments swapped gave AttributeError: 'numpy.ndarray' object has no
+    # attribute 'dof' (or 'segments')
+    model = mb.chain([0.5, 0.4], [0.2, 0.15], [2.0, 1.5], [0.05, 0.03])
+    q = np.zeros(2)
+    for call in (lambda: mb.inverse_dynamics(q, model, q, q), lambda: mb.forward_dynamics(q, model, q, q),
+                 lambda: mb.joint_reactions(q, model, q, q), lambda: mb.mass_matrix(q, model),
+                 lambda: mb.joint_moments(q, model, q, q)):  # fmt: skip
+        with pytest.raises(ValueError, match=r"the model must be a jaxmb.Model .*got ndarray: the model comes first"):
+            call()
