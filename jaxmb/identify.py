@@ -1267,6 +1267,13 @@ def _stuck_at_floor(z, c, jdata, cfg, ref) -> np.ndarray:
 
 
 @functools.partial(jax.jit, static_argnames=("cfg",))
+def _data_residuals(zf, data, cfg):
+    """The data residuals of :func:`_residual_parts`, compiled (op by op they cost
+    a compilation each on a first call)."""
+    return _residual_parts(zf, data, cfg)[0]
+
+
+@functools.partial(jax.jit, static_argnames=("cfg",))
 def _data_jacobian(zf, data, cfg):
     return jax.jacfwd(lambda zz: _residual_parts(zz, data, cfg)[0])(zf)
 
@@ -1712,7 +1719,7 @@ def fit(model: Model, q, qd, qdd, *, moments=None, reactions=None, loads=None, f
             iters += int(it)
             if int(status) <= 0 or not est:
                 break
-            rd_raw = np.asarray(_residual_parts(z, jdata, cfg._replace(huber=False))[0])
+            rd_raw = np.asarray(_data_residuals(z, jdata, cfg._replace(huber=False)))
     status = int(status)
     converged = status > 0 and bool(np.isfinite(np.asarray(z)).all()) and not stuck
 
@@ -1727,7 +1734,7 @@ def fit(model: Model, q, qd, qdd, *, moments=None, reactions=None, loads=None, f
     if cfg.huber:
         plain = cfg._replace(huber=False)
         Jd = np.asarray(_data_jacobian(z, jdata, plain), dtype=float)
-        rd_np = np.asarray(_residual_parts(z, jdata, plain)[0], dtype=float)
+        rd_np = np.asarray(_data_residuals(z, jdata, plain), dtype=float)
     Jw, off, noise_level = [], 0, {}
     for i, k in enumerate(kinds):
         cnt = nobs[k]
