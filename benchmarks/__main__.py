@@ -2,7 +2,7 @@
 
 Usage::
 
-    python -m benchmarks            # the full run (about 10 minutes on 2 cores)
+    python -m benchmarks            # the full run (about 16 minutes on 2 cores)
     python -m benchmarks --quick    # smaller batches, fewer rounds: a smoke test
     python -m benchmarks --no-wait  # do not wait for the load average to fall
     python -m benchmarks --quick --no-wait --only simulation,gradient   # some sections
