@@ -139,7 +139,10 @@ def run(args) -> int:
         return _fail("--start and --end must be finite numbers (m)")
     if args.out and os.path.exists(args.out) and not os.path.isdir(args.out):
         return _fail(f"--out {args.out} exists and is not a folder")
-    model = jaxmb.two_link_arm(height=args.height, body_mass=args.mass, gravity=args.gravity)
+    try:
+        model = jaxmb.two_link_arm(height=args.height, body_mass=args.mass, gravity=args.gravity)
+    except ValueError as e:  # e.g. a height in centimetres
+        return _fail(str(e).replace("height ", "--height ", 1).replace("body_mass ", "--mass ", 1))
     r_min, r_max = jaxmb.workspace(model)
     for name, p in (("--start", args.start), ("--end", args.end)):
         r = float(np.hypot(*p))

@@ -209,7 +209,22 @@ def _positive(name: str, value, unit: str) -> float:
         raise ValueError(f"{name} must be finite, got {x} {unit}")
     if x <= 0.0:
         raise ValueError(f"{name} must be > 0, got {x} {unit}")
+    # the tables are of adults' segments: a size far outside a person's is a unit slip
+    # (a height of 175 gave a 42.9 m thigh with an inertia of 1342 kg m^2, silently)
+    span = _HUMAN.get(name)
+    if span is not None and not span[0] <= x <= span[1]:
+        raise ValueError(f"{name} {x:g} {unit} is outside a person's {span[0]:g} to {span[1]:g} {unit}: give it in "
+                         f"{_UNIT_WORDS[unit]}{span[2]}")  # fmt: skip
     return x
+
+
+#: plausible sizes (low, high, hint) of the arguments the tables scale
+_HUMAN = {
+    "height": (0.3, 3.0, " (centimetres / 100)"),
+    "body_mass": (1.0, 500.0, " (pounds x 0.4536, grams / 1000)"),
+    "length": (0.01, 2.0, " (centimetres / 100)"),
+}
+_UNIT_WORDS = {"m": "metres", "kg": "kilograms"}
 
 
 def segment_parameters(

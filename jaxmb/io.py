@@ -35,6 +35,7 @@ from __future__ import annotations
 import dataclasses
 import math
 import os
+import stat
 import struct
 import sys
 import tempfile
@@ -496,7 +497,9 @@ def _umask() -> int:
 def _write_files(files: dict) -> None:
     """Write ``{path: bytes or str}`` as one set: every file goes to a temporary name
     in its folder first (flushed to disk, with the mode a new file gets under the
-    process's umask: ``mkstemp`` alone gives 0600), then each is renamed into place.
+    process's umask, ``mkstemp`` alone gives 0600, or the mode of the file it
+    replaces), then each is renamed into place; a path that is a symbolic link is
+    written through it, to the file it points to.
     A failure while writing removes the temporary files and leaves every path as it
     was; the renames, done last, are each atomic."""
     staged = []
@@ -506,6 +509,12 @@ def _write_files(files: dict) -> None:
         mode = 0o666 & ~_umask()
         for path, data in files.items():
             target = path = Path(path)
+            # through a symbolic link to its file (replacing the link left the file it
+            # points to, e.g. in git-annex or a shared folder, with the old data), and
+            # keeping an existing file's permissions (a 0600 file became 0644)
+            if path.is_symlink():
+                path = Path(os.path.realpath(path))
+            file_mode = stat.S_IMODE(path.stat().st_mode) if path.is_file() else mode
             directory = path.parent if str(path.parent) else Path(".")
             fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=directory)
             staged.append((tmp, path))
@@ -514,7 +523,7 @@ def _write_files(files: dict) -> None:
                 f.write(data.encode("utf-8") if isinstance(data, str) else data)
                 f.flush()
                 os.fsync(f.fileno())
-            os.chmod(tmp, mode)
+            os.chmod(tmp, file_mode)
         for tmp, path in staged:
             target = path
             if path.is_dir():

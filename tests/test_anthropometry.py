@@ -113,7 +113,7 @@ def test_published_values(table, segment, mass, com, gyration):
         ("deleva_female", "thigh", 1.735, 0.3685),
         ("deleva_male", "trunk", 1.741, 0.5319),
         ("deleva_male", "shank_2", 1.741, 0.4340),  # KJC-LMAL
-        ("deleva_female", "foot", 2 * 1.735, 2 * 0.2283),  # scales with height
+        ("deleva_female", "foot", 1.5 * 1.735, 1.5 * 0.2283),  # scales with height
     ],
 )
 def test_lengths_from_height(table, segment, height, length):
@@ -457,3 +457,14 @@ def test_vertical_angle_maps_keep_the_float_dtype():
         np.testing.assert_allclose(A.to_vertical(theta, P), 0.25, atol=1e-6)
     assert A.from_vertical(np.zeros(7, int), P).dtype == np.float64
     assert A.from_vertical([0.0] * 7, P).dtype == np.float64
+
+
+@pytest.mark.parametrize("call, match", [
+    (lambda: jaxmb.three_segment_leg(175, 70), r"height 175 m is outside a person's 0.3 to 3 m: give it in metres"),
+    (lambda: jaxmb.seven_segment_human(body_mass=70000.0), r"body_mass 70000 kg is outside a person's 1 to 500 kg"),
+    (lambda: jaxmb.segment_parameters("thigh", body_mass=70.0, length=42.0), r"length 42 m is outside"),
+])  # fmt: skip
+def test_a_body_size_in_other_units_is_refused(call, match):
+    # a height in centimetres gave a 42.9 m thigh with an inertia of 1342 kg m^2
+    with pytest.raises(ValueError, match=match):
+        call()

@@ -578,6 +578,7 @@ def test_cli_optimal_writes_figure_and_csv(tmp_path, capsys):
 @pytest.mark.parametrize("args, match", [
     (["--nodes", "8"], "--nodes must be >= 26"),
     (["--basis", "0"], "--basis must be >= 1"),
+    (["--height", "175"], "--height 175 m is outside a person's 0.3 to 3 m"),  # before: a 42.9 m upper arm
     (["--basis", "20", "--nodes", "40"], "--nodes must be >= 46 .* for the 20 correction functions"),
     (["--duration", "nan"], "--duration must be a finite number > 0"),
     # before: accepted, peak hand speeds of 9e8 m/s

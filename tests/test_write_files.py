@@ -29,3 +29,19 @@ def test_a_failure_leaves_every_path_as_it_was(tmp_path):
     assert (tmp_path / "a.csv").read_text() == "old\n"  # not replaced
     assert not (tmp_path / "b.csv").exists()  # not written
     assert sorted(p.name for p in tmp_path.iterdir()) == ["a.csv", "c.csv"]  # no temporary file left
+
+
+def test_a_symbolic_link_is_written_through_and_a_files_mode_kept(tmp_path):
+    # before: the link was replaced by a new regular file (the file it pointed to,
+    # e.g. in git-annex or a shared folder, kept the old data) and a 0600 file came
+    # back 0644
+    real = tmp_path / "data" / "trial.csv"
+    real.parent.mkdir()
+    real.write_text("old\n")
+    os.chmod(real, 0o600)
+    link = tmp_path / "trial.csv"
+    link.symlink_to(real)
+    _write_files({link: "new\n"})
+    assert link.is_symlink() and real.read_text() == "new\n"
+    assert stat.S_IMODE(real.stat().st_mode) == 0o600
+    assert not [p for p in tmp_path.rglob(".*.tmp")]
