@@ -422,7 +422,9 @@ def inverse_kinematics(model: Model, target, q0=None, *, segment: Segment = -1, 
         warnings.warn(f"inverse_kinematics: {int(bad.sum())} of {bad.size} solve(s) did not converge in "
                       f"max_iter={int(max_iter)} iterations (first: flat index {j}, hand {e_j:.3g} m from its "
                       f"target, tol {float(tol):.3g} m): "
-                      "raise max_iter or give a q0 nearer the solution (full_output=True returns the flags)",
+                      "raise max_iter or give a q0 nearer the solution; a straight arm (every joint angle 0 or "
+                      "pi) is a singular start that the solve cannot bend out of: bend its joints in q0 "
+                      "(full_output=True returns the flags)",
                       RuntimeWarning, stacklevel=2)
     return q
 
