@@ -357,6 +357,10 @@ def two_link_arm(height=1.70, body_mass=70.0, **kw) -> Model:
     Returns:
       A two-segment :class:`jaxmb.Model`.
     """
+    if "table" in kw:  # the notes' arm is Dempster's by construction
+        raise ValueError("two_link_arm reproduces the notes' arm, Dempster's fractions with the notes' lengths: it "
+                         "takes no table=; for another table build the arm from segment_parameters('upper_arm', ..., "
+                         "table=...) and jaxmb.chain")  # fmt: skip
     H = _positive("height", height, "m")
     M = _positive("body_mass", body_mass, "kg")
     upper = segment_parameters("upper_arm", body_mass=M, length=NOTES_ARM_LENGTHS[0] * H)

@@ -62,6 +62,8 @@ def batch_mesh(devices=None) -> Mesh:
     devices = jax.devices() if devices is None else list(devices)
     if not devices:
         raise ValueError("devices is empty: a mesh needs at least one device")
+    if len(set(devices)) != len(devices):  # JAX's device_put failed later on a bare AssertionError
+        raise ValueError(f"devices lists a device more than once: {devices}")
     return Mesh(np.asarray(devices), (AXIS,))
 
 

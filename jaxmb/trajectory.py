@@ -206,6 +206,9 @@ def workspace(model: Model, *, segment: Segment = -1, point=None):
     if model.base == "floating":
         return 0.0, float("inf")
     i, point = _hand_point(model, segment, point)
+    if any(isinstance(x, jax.core.Tracer) for x in (model.length, model.attach, point)):
+        raise ValueError("workspace needs concrete lengths (it returns Python numbers), got traced ones (under "
+                         "jax.jit, grad or vmap): call it outside the transformation")  # fmt: skip
     attach = np.asarray(model.joint_attach, dtype=float)
     length = np.asarray(model.length, dtype=float)
     links, j = [], i

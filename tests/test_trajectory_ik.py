@@ -157,3 +157,18 @@ def test_closed_form_hand_derivatives_match_autodiff():
         got = _hand_derivatives(model, seg, pt, q, qd, qdd, qddd)
         for a, b in zip(got, ref):
             np.testing.assert_allclose(a, b, atol=1e-12)
+
+
+def test_workspace_and_builders_name_what_they_cannot_take():
+    # workspace under jit raised JAX's TracerArrayConversionError; two_link_arm(table=)
+    # a TypeError about tree(); batch_mesh with a device twice a bare AssertionError
+    # later, in JAX's device_put
+    from jaxmb.sharding import batch_mesh
+
+    arm = jaxmb.two_link_arm()
+    with pytest.raises(ValueError, match="workspace needs concrete lengths"):
+        jax.jit(lambda m: jnp.asarray(jaxmb.workspace(m)[1]))(arm)
+    with pytest.raises(ValueError, match="two_link_arm reproduces the notes' arm.*it takes no table="):
+        jaxmb.two_link_arm(table="deleva_male")
+    with pytest.raises(ValueError, match="devices lists a device more than once"):
+        batch_mesh([jax.devices()[0]] * 2)
