@@ -111,8 +111,11 @@ def _skip(skipped, path, msg):
     """Name a file of a batch that cannot be analysed (one line on stderr) and list
     it in ``skipped`` as (path, reason)."""
     reason = msg[len(path) + 2 :] if msg.startswith(f"{path}: ") else msg
+    base = os.path.basename(path)
+    if base != path and reason.startswith(f"{base}: "):  # a reader names the file by its base name
+        reason = reason[len(base) + 2 :]
     line = reason if path in reason else f"{path}: {reason}"
-    print(f"jaxmb gait: error: {line} (skipped; the other files are analysed)", file=sys.stderr)
+    print(f"jaxmb gait: error: {line} (skipped)", file=sys.stderr)
     skipped.append((path, reason))
 
 

@@ -1201,11 +1201,13 @@ def analyze(
         if loaded.sum() < 3:
             continue
         where = f" (trial {b})" if B > 1 else ""
-        med_fy = float(np.median(fy[loaded]))
-        if med_fy < 0:
-            raise ValueError(f"the vertical ground reaction force is negative where the foot is loaded (median "
-                             f"{med_fy:.4g} N){where}: give the force that the ground exerts on the foot, y up "
-                             "(negate a plate's reading of the foot's push)")  # fmt: skip
+        # the load is where |Fy| is largest: a plate's offset of a few tens of newtons
+        # outside stance, either sign, is not it
+        if -fy.min() > fy.max():
+            raise ValueError(f"the vertical ground reaction force is negative where the foot is loaded (down to "
+                             f"{fy.min():.4g} N, up to {fy.max():.4g} N){where}: give the force that the ground "
+                             "exerts on the foot, y up (negate a plate's reading of the foot's push)")  # fmt: skip
+        loaded = fy > 20.0
         foot_x = np.concatenate([PT[2][b, :nk_b, 0], PT[3][b, :nk_b, 0]])
         lo, hi = float(np.min(foot_x)) - 1.0, float(np.max(foot_x)) + 1.0
         med_cop = float(np.median(cop_x[b, :nf_b][loaded]))

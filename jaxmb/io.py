@@ -565,18 +565,47 @@ def _manifest_path(folder: Path, prog: str) -> Path:
     return folder / f".jaxmb-{prog}.json"
 
 
-def _read_manifest(folder: Path, prog: str) -> dict:
+def _read_manifest(folder: Path, prog: str, key: str = "files"):
     """{file name: SHA-256} of the files an earlier run of ``jaxmb prog`` wrote into
-    ``folder``; {} where there is no readable manifest."""
+    ``folder`` (``key="folders"``: the list of the folders it wrote inside it); {}
+    (or []) where there is no readable manifest."""
     import json
 
     try:
-        files = json.loads(_manifest_path(folder, prog).read_text(encoding="utf-8")).get("files", {})
+        got = json.loads(_manifest_path(folder, prog).read_text(encoding="utf-8")).get(key, {} if key == "files" else [])
     except (OSError, ValueError, AttributeError):
+        return {} if key == "files" else []
+    if key != "files":  # plain names of folders inside this one
+        return [k for k in got if isinstance(k, str) and k and os.sep not in k and k not in (".", "..")] if (
+            isinstance(got, list)) else []  # fmt: skip
+    if not isinstance(got, dict):
         return {}
-    if not isinstance(files, dict):
-        return {}
-    return {k: v for k, v in files.items() if isinstance(k, str) and isinstance(v, str) and os.sep not in k}
+    return {k: v for k, v in got.items() if isinstance(k, str) and isinstance(v, str) and os.sep not in k}
+
+
+def _remove_earlier_run(folder: Path, prog: str) -> list:
+    """Remove what an earlier run of ``jaxmb prog`` wrote into ``folder`` and this run
+    does not write again: the files its manifest lists that are unchanged since, the
+    manifest, and the folder if that leaves it empty (never a file the user made or
+    edited). Returns the paths removed."""
+    removed = []
+    listed = _read_manifest(folder, prog)
+    if not listed:
+        return removed
+    for name, digest in sorted(listed.items()):
+        path = folder / name
+        try:
+            if path.is_file() and _digest(path.read_bytes()) == digest:
+                os.remove(path)
+                removed.append(str(path))
+        except OSError as e:
+            print(f"jaxmb {prog}: warning: cannot remove {path} of an earlier run: {e.strerror or e}", file=sys.stderr)
+    try:
+        os.remove(_manifest_path(folder, prog))
+        folder.rmdir()  # only if empty: a user's file keeps it
+    except OSError:
+        pass
+    return removed
 
 
 def _write_outputs(files: dict, prog: str) -> list:
@@ -594,15 +623,24 @@ def _write_outputs(files: dict, prog: str) -> list:
     for path, data in files.items():
         path = Path(path)
         folders.setdefault(path.parent, {})[path.name] = data
+    # the folders this run writes inside each folder it writes (a batch's trial
+    # folders): listed in its manifest, so that a later run removes those it does not
+    # write again (a trial skipped or left out then)
+    subs = {folder: sorted(f.name for f in folders if f.parent == folder and f != folder) for folder in folders}
     earlier = {folder: _read_manifest(folder, prog) for folder in folders}
+    earlier_subs = {folder: _read_manifest(folder, prog, "folders") for folder in folders}
     manifests = {
         _manifest_path(folder, prog): json.dumps(
-            {"command": f"jaxmb {prog}", "files": {n: _digest(d) for n, d in sorted(named.items())}}, indent=1
+            {"command": f"jaxmb {prog}", "files": {n: _digest(d) for n, d in sorted(named.items())}}
+            | ({"folders": subs[folder]} if subs[folder] else {}), indent=1
         ) + "\n"
         for folder, named in folders.items()
     }
     _write_files({**files, **manifests})
     removed = []
+    for folder, names in earlier_subs.items():
+        for name in sorted(set(names) - set(subs[folder])):
+            removed += _remove_earlier_run(folder / name, prog)
     for folder, listed in earlier.items():
         for name, digest in sorted(listed.items()):
             path = folder / name

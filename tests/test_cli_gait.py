@@ -155,6 +155,14 @@ def test_gait_several_c3d_files_analysis_error_names_the_file_and_skips_it(tmp_p
     assert cli.main(["gait", "--c3d", str(a), str(c), "--no-figures", "--out", str(ref)]) == 0
     for name in ("a/moments.csv", "c/reactions.csv", "trials.csv"):
         assert (out / name).read_text() == (ref / name).read_text(), name
+    # a rerun without c (and b still bad): c's folder of the earlier run goes, named
+    # (before, a skipped or dropped file's earlier folder stayed, looking current)
+    (out / "a" / "notes.txt").write_text("mine")  # a user's file stays
+    assert cli.main(["gait", "--c3d", str(a), str(b), "--no-figures", "--out", str(out)]) == 1
+    printed = capsys.readouterr().out
+    assert re.search(r"^removed 9 files of an earlier run that this one does not write: c/angles\.csv", printed, re.M), printed
+    assert {p.name for p in out.iterdir()} == {"a", "trials.csv", "summary.txt", ".jaxmb-gait.json"}
+    assert (out / "a" / "notes.txt").read_text() == "mine"
     # every file bad: nothing written, exit status 2
     monkeypatch.setattr(_cmd_gait, "_load_one", _loader(gap))
     none = tmp_path / "none"
@@ -454,3 +462,12 @@ def test_gait_c3d_without_plates_and_a_folder_are_named(tmp_path, capsys):
         err = capsys.readouterr().err.strip().splitlines()
         assert err[-1].startswith("jaxmb gait: error:") and match in err[-1], err
     assert not (tmp_path / "o").exists()
+
+
+def test_a_skipped_file_is_named_once(capsys):
+    # a reader names the file by its base name: "s2/b.c3d: b.c3d: truncated" before
+    skipped = []
+    _cmd_gait._skip(skipped, os.path.join("s2", "b.c3d"), "b.c3d: truncated: 487 frames declared")
+    err = capsys.readouterr().err.strip()
+    assert err == f"jaxmb gait: error: {os.path.join('s2', 'b.c3d')}: truncated: 487 frames declared (skipped)", err
+    assert skipped == [(os.path.join("s2", "b.c3d"), "truncated: 487 frames declared")]

@@ -398,6 +398,11 @@ def test_analyze_rejects_nan_and_mismatched_shapes(running):
     kw["force"] = -kw["force"]
     with pytest.raises(ValueError, match=r"vertical ground reaction force is negative .*the ground exerts on the foot"):
         gait.analyze(**kw)
+    # a plate's offset of -21 N outside stance is no downward load: accepted
+    kw = _decimated(running)
+    kw["force"] = kw["force"].copy()
+    kw["force"][kw["force"][:, 1] == 0, 1] = -21.0
+    gait.analyze(**kw, outputs=("moments",))
     # lists of trials with the force at 10 kHz and force_rate= forgotten: read at the
     # markers' 1 kHz before (the 0.6 s trial saw the first 60 ms of the force: errors
     # of 47 to 89 N m), as one trial alone is refused
