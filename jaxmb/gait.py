@@ -1277,7 +1277,9 @@ def analyze(
         for cut, r, n in ((kc, rate, nk), (fc, force_rate, nf)):
             # a cut-off too low for the trial: its padding cannot hold the transient
             if padlen == "auto" and cut is not None:
-                sos = _signal._scipy_signal().butter(order, cut / (r / 2.0), btype="low", output="sos")
+                from ._filters import _lowpass_design
+
+                sos = _lowpass_design(r, cut, order, False, None, n)[0]
                 if _signal._warn_unsettled(sos, n, r, cut, stacklevel=3, what="trial"):
                     break
         fn = _jitted(rate=rate, force_rate=force_rate, cutoff=kc, force_cutoff=fc, order=order, padlen=padlen,

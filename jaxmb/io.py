@@ -588,18 +588,10 @@ def _remove_earlier_run(folder: Path, prog: str) -> list:
     does not write again: the files its manifest lists that are unchanged since, the
     manifest, and the folder if that leaves it empty (never a file the user made or
     edited). Returns the paths removed."""
-    removed = []
     listed = _read_manifest(folder, prog)
     if not listed:
-        return removed
-    for name, digest in sorted(listed.items()):
-        path = folder / name
-        try:
-            if path.is_file() and _digest(path.read_bytes()) == digest:
-                os.remove(path)
-                removed.append(str(path))
-        except OSError as e:
-            print(f"jaxmb {prog}: warning: cannot remove {path} of an earlier run: {e.strerror or e}", file=sys.stderr)
+        return []
+    removed = _remove_unchanged(folder, listed, (), prog)
     try:
         os.remove(_manifest_path(folder, prog))
         folder.rmdir()  # only if empty: a user's file keeps it
@@ -642,18 +634,28 @@ def _write_outputs(files: dict, prog: str) -> list:
         for name in sorted(set(names) - set(subs[folder])):
             removed += _remove_earlier_run(folder / name, prog)
     for folder, listed in earlier.items():
-        for name, digest in sorted(listed.items()):
-            path = folder / name
-            if name in folders[folder] or not path.is_file():
+        removed += _remove_unchanged(folder, listed, folders[folder], prog)
+    return removed
+
+
+def _remove_unchanged(folder: Path, listed: dict, keep, prog: str) -> list:
+    """Remove the files of ``folder`` that an earlier manifest lists ({name: SHA-256})
+    and ``keep`` does not name, where their content is still what that run wrote (an
+    edited one is the user's now); one that cannot be removed gets a warning on
+    stderr. Returns the paths removed."""
+    removed = []
+    for name, digest in sorted(listed.items()):
+        path = folder / name
+        if name in keep or not path.is_file():
+            continue
+        try:
+            if _digest(path.read_bytes()) != digest:
                 continue
-            try:
-                if _digest(path.read_bytes()) != digest:
-                    continue  # edited since: the user's now
-                os.remove(path)
-                removed.append(str(path))
-            except OSError as e:
-                print(f"jaxmb {prog}: warning: cannot remove {path} of an earlier run: {e.strerror or e}",
-                      file=sys.stderr)  # fmt: skip
+            os.remove(path)
+            removed.append(str(path))
+        except OSError as e:
+            print(f"jaxmb {prog}: warning: cannot remove {path} of an earlier run: {e.strerror or e}",
+                  file=sys.stderr)  # fmt: skip
     return removed
 
 

@@ -795,7 +795,7 @@ def optimize(model: Model, start, end, duration, *, cost: Union[str, dict, Calla
         the shoulder (the joint angles turning fast along it) needs many more for the
         hand jerk: from (-0.25, 0.40) to (-0.068, -0.613) m on the notes' arm, the
         cost was 46 % above the straight path's with 10, 2.5 % with 40 and 0.1 % with
-        60 (the torque change 0.2 % with 10). With ``cost="hand_jerk"`` a
+        60 (``jaxmb optimal --cost hand_jerk --end -0.068 -0.613 --basis K``). With ``cost="hand_jerk"`` a
         RuntimeWarning names the movements whose cost exceeds the straight path's,
         720 |x1 - x0|^2 / T^5 (its lower bound), by more than 1 %.
       method: "lbfgs" (default) or "adam".

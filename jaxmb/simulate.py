@@ -11,7 +11,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from . import batch as _batch
-from .kinematics import _as_array, _float_dtype, check_array, check_batch, check_dt, check_steps
+from .kinematics import _as_array, _float_dtype, check_array, check_batch, check_dt, check_model, check_steps
 from .model import Model
 
 __all__ = ["simulate", "Trajectory"]
@@ -119,8 +119,7 @@ def simulate(
         array, not a bool, complex, tuple or None): a NaN it returns propagates
         into the trajectory.
     """
-    if not isinstance(model, Model):
-        raise ValueError(f"model must be a jaxmb.Model (jaxmb.chain, jaxmb.tree, ...), got {type(model).__name__}")
+    check_model(model)
     if method not in ("rk4", "euler"):
         raise ValueError(f"method must be 'rk4' or 'euler', got {method!r}")
     if gradient not in _batch.GRADIENTS:
