@@ -734,8 +734,9 @@ def _chunk_size(B: int, target: int) -> int:
     return -(-B // n)
 
 
-def _group_pipeline(pts, force, cop, mz, resample, seg, gravity, pelvis, *, rate, force_rate, cutoff,
-                    force_cutoff, order, padlen, from_table, terms, outputs=OUTPUTS, chunk=_CHUNK):  # fmt: skip
+def _group_pipeline(pts, force, cop, mz, resample, seg, gravity, pelvis, ragged=None, *, rate, force_rate, cutoff,
+                    force_cutoff, order, padlen, from_table, terms, outputs=OUTPUTS, chunk=_CHUNK,
+                    pads=None):  # fmt: skip
     """Equal-length trials, one jitted computation: filtering, resampling, angles,
     lengths, derivatives, segment parameters and the dynamics, a loop over chunks of
     ``chunk`` trials (see :func:`_chunk_pipeline`).
@@ -745,16 +746,28 @@ def _group_pipeline(pts, force, cop, mz, resample, seg, gravity, pelvis, *, rate
     (i0, i1, w) (T,) to interpolate the force at the kinematics' samples; seg: (a, b,
     c) (B, 3) (see :func:`_segment_spec`); pelvis (B, T) or None. The inputs stay
     separate (NumPy arrays are passed as they are): stacking them here, inside each
-    chunk, costs nothing, where a stack on the host is a copy of the whole batch."""
+    chunk, costs nothing, where a stack on the host is a copy of the whole batch.
+
+    ``ragged``: None, or trials of unequal lengths and filters padded to one shape
+    (see :func:`_ragged_inputs`): (frames (B,), force frames (B,), the kinematics'
+    filter matrices and padlens or None, the force's or None, per-trial resampling
+    (i0, i1, w) (B, T) or None); ``pads`` the largest padlens (static); ``cutoff``,
+    ``force_cutoff``, ``padlen`` and ``resample`` are then unused."""
     import jax
     import jax.numpy as jnp
 
     static = dict(rate=rate, force_rate=force_rate, cutoff=cutoff, force_cutoff=force_cutoff, order=order,
-                  padlen=padlen, from_table=from_table, terms=terms, outputs=outputs)  # fmt: skip
+                  padlen=padlen, from_table=from_table, terms=terms, outputs=outputs, pads=pads)  # fmt: skip
     B = force.shape[0]
     b = _chunk_size(B, chunk)
     n = -(-B // b)
-    args = (pts, force, cop, mz, seg, pelvis)
+    if ragged is not None:  # a filter shared by every trial is not split into chunks
+        nk, nf, kfilt, ffilt, res = ragged
+        shared = tuple(None if f is None or f[0][0].ndim == 3 else f[0] for f in (kfilt, ffilt))
+        kfilt, ffilt = (f if f is None or sh is None else (None, f[1]) for f, sh in zip((kfilt, ffilt), shared))
+        ragged = (nk, nf, kfilt, ffilt, res)
+        static["shared"] = shared
+    args = (pts, force, cop, mz, seg, pelvis, ragged)
     if n * b != B:  # pad the batch with copies of the first trial
         args = jax.tree_util.tree_map(lambda x: jnp.concatenate([x, jnp.repeat(x[:1], n * b - B, 0)]), args)
     if n == 1:
@@ -767,13 +780,30 @@ def _group_pipeline(pts, force, cop, mz, resample, seg, gravity, pelvis, *, rate
     return out
 
 
-def _chunk_pipeline(pts, force, cop, mz, seg, pelvis, resample, gravity, *, rate, force_rate, cutoff,
-                    force_cutoff, order, padlen, from_table, terms, outputs=OUTPUTS):  # fmt: skip
-    """:func:`_group_pipeline` on one chunk of trials (the same arguments)."""
+def _chunk_pipeline(pts, force, cop, mz, seg, pelvis, ragged, resample, gravity, *, rate, force_rate, cutoff,
+                    force_cutoff, order, padlen, from_table, terms, outputs=OUTPUTS, pads=None,
+                    shared=(None, None)):  # fmt: skip
+    """:func:`_group_pipeline` on one chunk of trials (the same arguments; ``shared``:
+    the kinematics' and the force's filter matrices where every trial has the same,
+    else None and the matrices are in ``ragged``)."""
     import jax
     import jax.numpy as jnp
 
-    from ._filters import derivative_jax
+    from ._filters import derivative_jax, ragged_derivative, ragged_sosfiltfilt
+
+    valid = None
+    if ragged is not None:
+        nk, nf, kfilt, ffilt, resample = ragged
+        valid = jnp.arange(pts[0].shape[1])[None] < nk[:, None]  # (B, T)
+        fvalid = jnp.arange(force.shape[1])[None] < nf[:, None]  # (B, Tf)
+
+        def zero_after(x, ok):  # NaN or anything after a trial's end -> 0 (a select: no NaN passes)
+            return jnp.where(ok.reshape(ok.shape + (1,) * (x.ndim - 2)), x, 0)
+
+        pts = tuple(zero_after(a, valid) for a in pts)
+        force, cop = zero_after(force, fvalid), zero_after(cop, fvalid)
+        mz = None if mz is None else zero_after(mz, fvalid)
+        pelvis = None if pelvis is None else zero_after(pelvis, valid)
 
     kin = jnp.stack(pts, axis=-2)  # (B, T, 4, 2)
     # The force's moment about a point r of each trial is filtered, not the centre of
@@ -794,18 +824,35 @@ def _chunk_pipeline(pts, force, cop, mz, seg, pelvis, resample, gravity, *, rate
     kin = kin.reshape(B, T, 8)
     if pelvis is not None:  # kinematics too: filtered with the joint centres
         kin = jnp.concatenate([kin, pelvis[..., None].astype(kin.dtype)], -1)
-    kin, frc, mz = _filter_group(kin, frc, mz, rate=rate, force_rate=force_rate, cutoff=cutoff,
-                                 force_cutoff=force_cutoff, order=order, padlen=padlen)  # fmt: skip
+    if ragged is None:
+        kin, frc, mz = _filter_group(kin, frc, mz, rate=rate, force_rate=force_rate, cutoff=cutoff,
+                                     force_cutoff=force_cutoff, order=order, padlen=padlen)  # fmt: skip
+    else:  # each trial in its own length, with its own filter
+        if kfilt is not None:
+            kin = ragged_sosfiltfilt(kin, nk, kfilt[1], shared[0] or kfilt[0], pads[0])
+        if ffilt is not None:
+            k = frc.shape[-1]
+            y = ragged_sosfiltfilt(jnp.concatenate([frc] + ([] if mz is None else [mz[..., None]]), -1), nf,
+                                   ffilt[1], shared[1] or ffilt[0], pads[1])  # fmt: skip
+            frc, mz = y[..., :k], (None if mz is None else y[..., k])
     if pelvis is not None:
         kin, pelvis = kin[..., :8], kin[..., 8]
     kin = kin.reshape(B, T, 4, 2)
     if resample is not None:
         i0, i1, w = resample
-        frc = frc[:, i0] * (1 - w)[:, None] + frc[:, i1] * w[:, None]
-        mz = None if mz is None else mz[:, i0] * (1 - w) + mz[:, i1] * w
+        if ragged is None:  # one (T,) resampling for the group
+            frc = frc[:, i0] * (1 - w)[:, None] + frc[:, i1] * w[:, None]
+            mz = None if mz is None else mz[:, i0] * (1 - w) + mz[:, i1] * w
+        else:  # (B, T): each trial's own
+
+            def at(x, i):
+                return jnp.take_along_axis(x, i.reshape(i.shape + (1,) * (x.ndim - 2)), axis=1, mode="clip")
+
+            frc = at(frc, i0) * (1 - w)[..., None] + at(frc, i1) * w[..., None]
+            mz = None if mz is None else at(mz, i0) * (1 - w) + at(mz, i1) * w
     m_ref = frc[..., 2]
     height = frc[..., 3] if frc.shape[-1] == 4 else jnp.zeros_like(m_ref)
-    cop_out = _line_of_action(frc[..., 0], frc[..., 1], m_ref, height, ref) if "cop" in outputs else None
+    cop_out = _line_of_action(frc[..., 0], frc[..., 1], m_ref, height, ref, valid) if "cop" in outputs else None
     # the force at r and its moment about r: the same wrench
     frc = jnp.stack([frc[..., 0], frc[..., 1]] + [jnp.broadcast_to(ref[:, None, i], m_ref.shape) for i in (0, 1)], -1)
     mz = m_ref if mz is None else mz + m_ref
@@ -815,15 +862,23 @@ def _chunk_pipeline(pts, force, cop, mz, seg, pelvis, resample, gravity, *, rate
     jump = jnp.any(jnp.abs(jnp.diff(theta, axis=1)) > jnp.pi)
     theta = jax.lax.cond(jump, lambda t: jnp.unwrap(t, axis=1), lambda t: t, theta)
     theta = theta - 2 * jnp.pi * jnp.round(theta[:, :1] / (2 * jnp.pi))
-    lengths = jnp.mean(jnp.sqrt(jnp.sum(seg_v**2, -1)), axis=1)  # (B, 3)
+    seg_len = jnp.sqrt(jnp.sum(seg_v**2, -1))  # (B, T, 3)
+    if ragged is None:
+        lengths = jnp.mean(seg_len, axis=1)  # (B, 3)
+    else:
+        lengths = jnp.sum(jnp.where(valid[..., None], seg_len, 0), axis=1) / nk[:, None].astype(seg_len.dtype)
     q = jnp.concatenate([kin[:, :, 0], theta], axis=-1)  # floating base at the hip
-    qd = derivative_jax(q, rate, 1, axis=1)
-    qdd = derivative_jax(q, rate, 2, axis=1)
+    if ragged is None:
+        deriv = functools.partial(derivative_jax, rate=rate, axis=1)
+    else:
+        deriv = lambda x, order: ragged_derivative(x, rate, order, nk)  # noqa: E731
+    qd = deriv(q, order=1)
+    qdd = deriv(q, order=2)
     a, b, c = seg
     mass = a
     inertia = a * (b * lengths) ** 2 if from_table else b
     com = c * lengths
-    pel_rate = None if pelvis is None else derivative_jax(pelvis, rate, 1, axis=1)
+    pel_rate = None if pelvis is None else deriv(pelvis, order=1)
     out = _dynamics((lengths, com, mass, inertia, gravity), q, qd, qdd, frc, mz, pelvis, pel_rate, terms=terms,
                     outputs=outputs)  # fmt: skip
     if "segment_angles" in outputs:
@@ -841,14 +896,17 @@ def _chunk_pipeline(pts, force, cop, mz, seg, pelvis, resample, gravity, *, rate
 _COP_FORCE = 20.0
 
 
-def _line_of_action(fx, fy, m_ref, height, ref):
+def _line_of_action(fx, fy, m_ref, height, ref, valid=None):
     """The centre of pressure (B, T, 2) of the filtered force: the point at ``height``
     on its line of action, (p - ref) x F = m_ref; where Fy <= _COP_FORCE, held at the
-    next such point (the last one at the end; ``ref`` in a trial without one)."""
+    next such point (the last one at the end; ``ref`` in a trial without one).
+    ``valid``: None, or (B, T) the samples of each trial (the rest never held)."""
     import jax
     import jax.numpy as jnp
 
     ok = fy > _COP_FORCE
+    if valid is not None:
+        ok = ok & valid
     x = ref[:, :1] + (m_ref + (height - ref[:, 1:]) * fx) / jnp.where(ok, fy, 1.0)
     T = fy.shape[1]
     i = jnp.arange(T)
@@ -858,6 +916,49 @@ def _line_of_action(fx, fy, m_ref, height, ref):
     held = jnp.take_along_axis(jnp.stack([x, height], -1), jnp.broadcast_to(j[..., None], j.shape + (2,)), axis=1)
     any_ok = jnp.any(ok, axis=1)[:, None, None]
     return jnp.where(any_ok, held, jnp.broadcast_to(ref[:, None], held.shape))
+
+
+def _bucket(n: int) -> int:
+    """n rounded up to m 2^k with 8 <= m <= 16 (n itself up to 16): at most 12.5 %
+    more, and few distinct sizes (the shapes of a compiled computation)."""
+    n = int(n)
+    if n <= 16:
+        return n
+    k = n.bit_length() - 4
+    return -(-n >> k) << k
+
+
+def _ragged_inputs(keys, resamples, B, T, Tf, *, rate, force_rate, same, force_cutoff, order, padlen):
+    """The ``ragged`` argument of :func:`_group_pipeline` for trials in several groups
+    ``keys`` {(frames, force frames, cut-off or None): [trials]} (and their
+    ``resamples``, as analyze makes them), and the largest padlens (kinematics,
+    force). Each trial's filter and padlen are those of the trial alone."""
+    from ._filters import _lowpass_design, ragged_design
+
+    nk, nf = np.zeros(B, np.int32), np.zeros(B, np.int32)
+    kcut, fcut = [None] * B, [None] * B
+    res = None
+    if force_rate != rate or Tf != T or any(r is not None for r in resamples.values()):
+        res = (np.zeros((B, T), np.int32), np.zeros((B, T), np.int32), np.zeros((B, T)))
+    for (k, f, c), idx in keys.items():
+        idx = np.asarray(idx)
+        nk[idx], nf[idx] = k, f
+        for b in idx:
+            kcut[b], fcut[b] = c, (c if same else force_cutoff)
+        if res is not None:
+            i0, i1, w = resamples[k, f, c] or (np.arange(k), np.arange(k), np.zeros(k))
+            res[0][idx, :k], res[1][idx, :k], res[2][idx, :k] = i0, i1, w
+
+    def filt(cuts, r, n):
+        if cuts[0] is None:  # every trial's or none's
+            return None, 0
+        designs = [_lowpass_design(r, c, order, False, padlen, int(m)) for c, m in zip(cuts, n)]
+        mats, p = ragged_design([d[0] for d in designs], n, [d[1] for d in designs], _FILTER_BLOCK)
+        return (mats, p), int(p.max())
+
+    kfilt, kp = filt(kcut, rate, nk)
+    ffilt, fp = filt(fcut, force_rate, nf)
+    return (nk, nf, kfilt, ffilt, res), (kp, fp)
 
 
 def _outputs(outputs, terms) -> tuple:
@@ -976,12 +1077,19 @@ def analyze(
     of unequal length: give lists of per-trial arrays (padded here), or padded arrays
     with ``frames`` ``(...,)`` valid samples per trial (and ``force_frames``, valid
     force samples, for a force at another rate); the padding is ignored, and samples
-    past ``frames`` are NaN in the result and False in ``result.mask``. The trials
-    run in groups of equal lengths and cut-off, one compiled computation per group,
-    and each new group compiles the pipeline once (seconds on a CPU); with
-    ``cutoff="auto"``, a cut-off per trial, each trial is a group of its own. For
-    many trials of many lengths, cut them to a few common lengths (e.g. each stance
-    with the same margin) or give one cut-off. Inside, a loop takes a few trials at a
+    past ``frames`` are NaN in the result and False in ``result.mask``. Trials of
+    several lengths or cut-offs (``cutoff="auto"`` gives each trial its own) run in
+    one compiled computation, each trial filtered (its own odd extension, at its own
+    end) and differentiated (its own end stencils) within its own frames: the same
+    values as the trial alone, to float64 rounding (second differences at 1 kHz
+    amplify it to about 1e-11 of a peak; tests/test_gait.py). That computation
+    compiles once for a batch's shapes, each rounded up to a size within 12.5 %
+    (trials above 16, samples, force samples, the longest odd extension), so that
+    the next batch of similar trials reuses it; compiling it per length, as a loop
+    over the trials does, costs seconds a length on a CPU (``python -m
+    benchmarks.bench_gait_ragged``). Its run time is up to about 1.5x that of as
+    many trials of one length (each trial's extension filtered in full, gathers
+    at its ends). Inside, a loop takes a few trials at a
     time on the CPU (4: their intermediates stay in the cache) and up to 2^22 samples
     worth of trials a step on a GPU or TPU (chosen without a GPU to measure it).
 
@@ -1253,16 +1361,16 @@ def analyze(
 
     seg_a, seg_b, seg_c, from_table = _segment_spec(segments, body_mass, table, lead)
 
-    # --- one jitted computation per group of trials of equal lengths and cut-offs
+    # --- one jitted computation: for the batch's one length and cut-off, or for
+    # trials of several (padded, each within its own frames)
     out = {}
     keys = {}
     for b in range(B):
         # None, not NaN, for "no filter": NaN != NaN would give every trial its own group
         c = None if math.isnan(trial_cut[b]) else float(trial_cut[b])
         keys.setdefault((int(kin_frames[b]), int(force_frames[b]), c), []).append(b)
+    resamples = {}
     for (nk, nf, c), idx in keys.items():
-        idx = np.asarray(idx)
-        whole = len(idx) == B and nk == T and nf == Tf  # the common case: no copies of the inputs
         kc = c  # the kinematics' cut-off (None: unfiltered)
         fc = kc if same else force_cutoff
         resample = None
@@ -1271,6 +1379,7 @@ def analyze(
                 resample = _resample_index(nk, rate, nf, force_rate, "the force")
             except ValueError as e:
                 raise ValueError(f"{e} (trials of {nk} samples)") from None
+        resamples[nk, nf, c] = resample
         for cut, r, n in ((kc, rate, nk), (fc, force_rate, nf)):
             if cut is not None and n <= least:
                 raise ValueError(f"trials of {n} samples are too short to filter (more than {least} needed)")
@@ -1282,6 +1391,47 @@ def analyze(
                 sos = _lowpass_design(r, cut, order, False, None, n)[0]
                 if _signal._warn_unsettled(sos, n, r, cut, stacklevel=3, what="trial"):
                     break
+    if len(keys) > 1:
+        # trials of several lengths or cut-offs: one compiled computation for all,
+        # each trial filtered and differentiated within its own frames
+        # each of the shapes (trials, samples, force samples, longest odd extensions)
+        # rounded up to a size within 12.5 % (_bucket): the next batch of similar
+        # trials (another subject's) reuses the compiled computation
+        Bb, Tb, Tfb = _bucket(B), _bucket(T), _bucket(Tf)
+        ragged_in, pads = _ragged_inputs(keys, resamples, B, Tb, Tf, rate=rate, force_rate=force_rate,
+                                         same=same, force_cutoff=force_cutoff, order=order, padlen=padlen)  # fmt: skip
+        pads = tuple(_bucket(p) for p in pads)
+
+        def grow(x, n_time=None):  # more trials (copies of the last) and samples (ignored)
+            if x is None:
+                return None
+            x = np.asarray(x)
+            width = [(0, Bb - B)] + [(0, 0)] * (x.ndim - 1)
+            if n_time is not None:
+                width[1] = (0, n_time - x.shape[1])
+            return np.pad(x, width, mode="edge") if any(w[1] for w in width) else x
+
+        nk_, nf_, kfilt, ffilt, res = ragged_in
+        kfilt, ffilt = (None if f is None else ((f[0] if f[0][0].ndim == 2 else tuple(map(grow, f[0]))), grow(f[1]))
+                        for f in (kfilt, ffilt))  # fmt: skip
+        ragged_in = (grow(nk_), grow(nf_), kfilt, ffilt, None if res is None else tuple(map(grow, res)))
+        fn = _jitted(rate=rate, force_rate=force_rate, cutoff=None, force_cutoff=None, order=order, padlen=None,
+                     from_table=from_table, terms=bool(terms), outputs=outputs,
+                     chunk=_pipeline_chunk(_platform(), Tb, bool(terms)), pads=pads)  # fmt: skip
+        with jax.enable_x64(dtype == "float64"):
+            got = fn(tuple(grow(a, Tb) for a in PT), grow(force_a, Tfb), grow(cop_a, Tfb),
+                     grow(mz_a, Tfb) if has_mz else None, None, tuple(grow(x) for x in (seg_a, seg_b, seg_c)),
+                     np.float64(gravity), grow(pelvis_a, Tb), ragged_in)  # fmt: skip
+        for path, v in jax.tree_util.tree_flatten_with_path(got)[0]:
+            v = np.asarray(v)[:B]
+            out[path] = v[:, :T] if v.ndim >= 2 and v.shape[1] == Tb else v
+    else:  # one length and cut-off
+        (((nk, nf, c), idx),) = keys.items()
+        idx = np.asarray(idx)
+        whole = len(idx) == B and nk == T and nf == Tf  # the common case: no copies of the inputs
+        kc = c  # the kinematics' cut-off (None: unfiltered)
+        fc = kc if same else force_cutoff
+        resample = resamples[nk, nf, c]
         fn = _jitted(rate=rate, force_rate=force_rate, cutoff=kc, force_cutoff=fc, order=order, padlen=padlen,
                      from_table=from_table, terms=bool(terms), outputs=outputs,
                      chunk=_pipeline_chunk(_platform(), nk, bool(terms)))  # fmt: skip

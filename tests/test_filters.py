@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 import scipy.signal as ss
 
-from jaxmb import signal
+from jaxmb import _filters, signal
 from jaxmb._filters import derivative_jax, lowpass_jax, sosfiltfilt_jax
 
 RATE = 200.0
@@ -183,3 +183,40 @@ def test_filter_options_are_checked():
         signal.lowpass(x, 100.0, 6.0, padlen=2.5)
     with pytest.raises(ValueError, match="pointing has 2 entries but the angles' last axis has 7"):
         jaxmb.from_vertical(np.zeros(7), ("up", "down"))
+
+
+def test_ragged_filtfilt_and_derivative_equal_each_trial_alone():
+    # trials of unequal lengths padded to one shape (NaN after each end), each with its
+    # own filter and odd extension: each equals scipy's sosfiltfilt and jaxmb's
+    # derivative of the trial alone; one shared filter gives the same as the stack
+    rng = np.random.default_rng(5)
+    B, N, C, rate = 4, 300, 3, 100.0
+    x = rng.normal(size=(B, N, C)).cumsum(1)
+    n = np.array([300, 120, 57, 200])
+    cuts = [6.0, 10.0, 6.0, 20.0]
+    pads = np.array([50, 30, 9, 100])
+    sos = [ss.butter(2, c / (rate / 2), output="sos") for c in cuts]
+    xp = x.copy()
+    for b in range(B):
+        xp[b, n[b] :] = np.nan
+    clean = np.where(np.isnan(xp), 0.0, xp)  # as analyze passes them (a select, not NaN)
+    mats, p = _filters.ragged_design(sos, n, pads, 32)
+    assert mats[0].shape == (B, 32, 32)
+    y = np.asarray(_filters.ragged_sosfiltfilt(clean, n, p, mats, int(pads.max())))
+    for b in range(B):
+        want = ss.sosfiltfilt(sos[b], x[b, : n[b]], axis=0, padlen=pads[b])
+        np.testing.assert_allclose(y[b, : n[b]], want, rtol=0, atol=1e-12 * np.abs(want).max())
+    assert np.isfinite(y).all()
+    one, p1 = _filters.ragged_design([sos[0]] * B, n, pads, 16)
+    assert one[0].shape == (16, 16)  # one filter: no per-trial matrices
+    y1 = np.asarray(_filters.ragged_sosfiltfilt(clean, n, p1, one, 128))
+    for b in range(B):
+        want = ss.sosfiltfilt(sos[0], x[b, : n[b]], axis=0, padlen=pads[b])
+        np.testing.assert_allclose(y1[b, : n[b]], want, rtol=0, atol=1e-12 * np.abs(want).max())
+    with pytest.raises(ValueError, match="padlen"):
+        _filters.ragged_design(sos, n, n, 32)
+    for order in (1, 2, 3, 4):
+        d = np.asarray(_filters.ragged_derivative(clean, rate, order, n))
+        for b in range(B):
+            want = signal.derivative(x[b, : n[b]], rate, order, axis=0)
+            np.testing.assert_allclose(d[b, : n[b]], want, rtol=0, atol=1e-12 * np.abs(want).max())

@@ -97,7 +97,10 @@ def test_batch_equals_loop_and_ragged_trials(running):
         one = gait.analyze(**t, cutoff=50.0)
         np.testing.assert_allclose(batch.moments[b], one.moments, rtol=1e-10, atol=1e-9)
         np.testing.assert_allclose(batch.reactions[b], one.reactions, rtol=1e-10, atol=1e-9)
-    # trials of unequal length, as lists: padded and masked
+    # trials of unequal length, as lists: padded and masked, one compiled computation
+    # in which each trial is filtered and differentiated within its own frames (by
+    # other arithmetic than a trial alone: second differences at 1 kHz amplify its
+    # rounding to about 1e-11 of a peak)
     lens = (601, 450, 520)
     lists = {k: [t[k][:n] for t, n in zip(trials, lens)] for k in stacked}
     ragged = gait.analyze(**lists, rate=kw["rate"], segments=kw["segments"], gravity=G, cutoff=50.0)
@@ -105,13 +108,15 @@ def test_batch_equals_loop_and_ragged_trials(running):
     for b, (t, n) in enumerate(zip(trials, lens)):
         one = gait.analyze(**{k: t[k][:n] for k in stacked}, rate=kw["rate"], segments=kw["segments"],
                            gravity=G, cutoff=50.0)  # fmt: skip
-        np.testing.assert_allclose(ragged.moments[b, :n], one.moments, rtol=1e-10, atol=1e-9)
+        peak = np.abs(one.moments).max()
+        np.testing.assert_allclose(ragged.moments[b, :n], one.moments, rtol=0, atol=1e-10 * peak)
         assert np.isnan(ragged.moments[b, n:]).all() and not ragged.mask[b, n:].any()
         # one trial of the batch, cut to its frames
         t = ragged.trial(b)
         assert t.frames == n and t.time.shape == (n,) and t.mask.all() and t.cutoff == 50.0
         for k in gait.OUTPUTS:
-            np.testing.assert_allclose(getattr(t, k), getattr(one, k), rtol=1e-10, atol=1e-9, err_msg=k)
+            want = getattr(one, k)
+            np.testing.assert_allclose(getattr(t, k), want, rtol=0, atol=1e-10 * np.abs(want).max(), err_msg=k)
         np.testing.assert_allclose(t.segments["length"], one.segments["length"], rtol=1e-12)
     assert ragged.trial(-1).frames == lens[-1]
     for bad in (3, (0, 0), 1.0):
@@ -256,6 +261,16 @@ def test_float32_at_a_lab_rate(running):
         tol = 1e-5 if k in ("angles", "segment_angles", "force", "cop") else 1e-3
         assert np.abs(b - a).max() <= tol * np.abs(a).max(), k
     assert r32.to_convention("clinical").moments.dtype == np.float32
+    # trials of unequal lengths (one computation, each trial within its own frames)
+    # to the same bounds, float32 throughout
+    lists = {k: [v, v[:100]] for k, v in pts.items()}
+    r64, r32 = (gait.analyze(**lists, **args, dtype=d) for d in ("float64", "float32"))
+    for k in gait.OUTPUTS:
+        a, b = getattr(r64, k), getattr(r32, k)
+        assert b.dtype == np.float32, k
+        tol = 1e-5 if k in ("angles", "segment_angles", "force", "cop") else 1e-3
+        assert np.nanmax(np.abs(b - a)) <= tol * np.nanmax(np.abs(a)), k
+        np.testing.assert_array_equal(np.isnan(a), np.isnan(b))
 
 
 def test_force_at_another_rate_is_resampled(running):
@@ -817,3 +832,66 @@ def test_filter_padding_settles_at_khz_rates(running):
     assert gait.rms_errors(scipy_pad, running.moments)["moments"][0] > 50.0  # 96.4
     with pytest.raises(ValueError, match="padlen"):
         gait.analyze(**running.inputs(), padlen="long", **kw)
+
+
+def _ragged_trials(running, lens, seed=0):
+    """Trials of ``lens`` frames at 200 Hz with the force at 1 kHz, a pelvis angle,
+    a free moment and a centre of pressure with a height, each cut from the running
+    data at another start and shifted."""
+    rng = np.random.default_rng(seed)
+    trials = []
+    for n in lens:
+        start = int(rng.integers(0, 50 * (121 - n) + 1)) if n < 121 else 0
+        t = {k: getattr(running, k)[start::50][:n] + rng.normal(scale=0.005, size=2) for k in ("hip", "knee", "ankle", "toe")}
+        nf = (n - 1) * 5 + 1
+        force = running.force[start::10][:nf]
+        cop = np.stack([running.cop[start::10][:nf] + t["hip"][0, 0] - running.hip[start, 0],
+                        0.01 + 0.002 * np.sin(np.arange(nf) / 40)], -1)  # fmt: skip
+        t |= {"force": force, "cop": cop, "free_moment": 0.5 * np.sin(np.arange(nf) / 30),
+              "pelvis": 0.05 * np.sin(np.arange(n) / 10 + start)}  # fmt: skip
+        trials.append(t)
+    return trials
+
+
+def test_ragged_trials_one_compiled_call_each_as_alone(running, monkeypatch):
+    # trials of several lengths, each with its own cut-off ("auto"), a force at
+    # another rate with its own cut-off, a pelvis, a free moment and the centre of
+    # pressure's height: one compiled computation (before, one per length and
+    # cut-off: seconds each), and each trial's every output and term as the trial
+    # alone (float64 rounding, amplified by second differences)
+    traces = []
+    inner = gait._chunk_pipeline
+    monkeypatch.setattr(gait, "_chunk_pipeline", lambda *a, **k: traces.append(1) or inner(*a, **k))
+    gait._jitted.cache_clear()
+    lens = (121, 100, 90, 64)
+    trials = _ragged_trials(running, lens)
+    kw = dict(rate=200.0, force_rate=1000.0, segments=running.segments, gravity=G, cutoff="auto",
+              force_cutoff=40.0, terms=True)  # fmt: skip
+    batch = gait.analyze(**{k: [t[k] for t in trials] for k in trials[0]}, **kw)
+    assert len(traces) == 1
+    assert len(set(np.round(batch.cutoff, 6))) == len(lens)  # a cut-off per trial
+    for b, t in enumerate(trials):
+        alone = gait.analyze(**t, **kw)
+        got = batch.trial(b)
+        assert got.cutoff == alone.cutoff
+        for k in gait.OUTPUTS:
+            want = getattr(alone, k)
+            np.testing.assert_allclose(getattr(got, k), want, rtol=0, atol=1e-10 * np.abs(want).max(), err_msg=k)
+        for name in gait.TERMS:
+            for i in (0, 1):
+                want = alone.terms[name][i]
+                np.testing.assert_allclose(got.terms[name][i], want, rtol=0, atol=1e-10 * np.abs(want).max() + 1e-12,
+                                           err_msg=name)  # fmt: skip
+        for k in ("length", "mass", "inertia", "com"):
+            np.testing.assert_allclose(got.segments[k], alone.segments[k], rtol=1e-12)
+    # another batch of other lengths (the same number of trials and longest trial,
+    # one cut-off): one more compilation; a third of yet other lengths reuses it
+    kw["cutoff"] = 8.0
+    traces.clear()
+    for lens in ((121, 95, 80, 70), (121, 110, 66, 85)):
+        trials = _ragged_trials(running, lens, seed=len(traces) + 1)
+        again = gait.analyze(**{k: [t[k] for t in trials] for k in trials[0]}, **kw)
+        assert again.frames.tolist() == list(lens)
+    assert len(traces) == 1
+    last = gait.analyze(**trials[2], **kw)
+    np.testing.assert_allclose(again.trial(2).moments, last.moments, rtol=0, atol=1e-10 * np.abs(last.moments).max())
