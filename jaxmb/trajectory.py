@@ -228,6 +228,32 @@ def _default_q0(model: Model, dtype):
     return jnp.asarray(np.concatenate([base, ang]), dtype)
 
 
+def _bend(model: Model, dtype):
+    """The change of coordinates that bends every non-root joint by 0.5 rad (as
+    :func:`_default_q0` does): what a start at a straight (singular) pose gets."""
+    rel = np.where(np.asarray(model.parent) < 0, 0.0, 0.5)
+    ang = ancestor_matrix(model.parent) @ rel if model.coordinates == "absolute" else rel
+    return jnp.asarray(np.concatenate([np.zeros(model.nbase), ang]), dtype)
+
+
+def _unbent(model: Model, q0, target, i: int, point, tol):
+    """q0, or q0 with its joints bent (:func:`_bend`) where the hand's Jacobian at q0
+    has lost a rank (a straight or folded chain: no joint moves the hand along the
+    arm, and a damped least-squares step from there never moves it off the line)
+    and the hand is not yet at the target; a bent q0 is aimed again (:func:`_aim`)."""
+    zero = jnp.zeros_like(q0)
+    f = lambda q: _hand_derivatives(model, i, point, q, zero, zero, zero)[0]  # noqa: E731
+    J = jax.jacfwd(f)(q0)
+    A = J @ J.T  # (2, 2): its eigenvalues are the squared singular values of J
+    tr = A[0, 0] + A[1, 1]
+    det = A[0, 0] * A[1, 1] - A[0, 1] * A[1, 0]
+    # sigma_min / sigma_max below about 1e-6 (float64) or 1e-3 (float32)
+    rank1 = det <= (1e-12 if q0.dtype == jnp.float64 else 1e-6) * tr**2
+    e = target - f(q0)
+    bent = _aim(model, q0 + _bend(model, q0.dtype), target, i, point)
+    return jnp.where(rank1 & (jnp.sum(e**2) > tol**2), bent, q0)
+
+
 def _project(target, origin, r_min, r_max):
     """Targets (..., 2) moved radially onto the annulus r_min <= |p - origin| <= r_max."""
     d = target - origin
@@ -329,7 +355,10 @@ def inverse_kinematics(model: Model, target, q0=None, *, segment: Segment = -1, 
       q0: (dof,) or (..., dof) initial coordinates (default: every joint bent 0.5 rad
         relative to its parent, base at its origin). Its root is first turned so that
         the hand points from the base at the target (the joints keep their bends), so
-        a two-link arm keeps the elbow branch of q0 (default: ``elbow="up"``).
+        a two-link arm keeps the elbow branch of q0 (default: ``elbow="up"``). A
+        straight or folded q0 (e.g. zeros: no joint then moves the hand along the
+        arm, and no damped least-squares step leaves the line) is first bent as the
+        default is, where the hand is not already at the target.
       segment, point: the hand, as in :func:`hand_position` (default: the distal end
         of the last segment).
       damping: lambda's floor, m (default 1e-6 times the workspace size: a pose at a
@@ -425,9 +454,7 @@ def inverse_kinematics(model: Model, target, q0=None, *, segment: Segment = -1, 
         warnings.warn(f"inverse_kinematics: {int(bad.sum())} of {bad.size} solve(s) did not converge in "
                       f"max_iter={int(max_iter)} iterations (first: flat index {j}, hand {e_j:.3g} m from its "
                       f"target, tol {float(tol):.3g} m): "
-                      "raise max_iter or give a q0 nearer the solution; a straight arm (every joint angle 0 or "
-                      "pi) is a singular start that the solve cannot bend out of: bend its joints in q0 "
-                      "(full_output=True returns the flags)",
+                      "raise max_iter or give a q0 nearer the solution (full_output=True returns the flags)",
                       RuntimeWarning, stacklevel=2)
     return q
 
@@ -457,6 +484,8 @@ def _ik_batched(model, target, q0, lead, i, point, damping, tol, max_iter, aim):
         t = _project(t, m.origin, lo, hi)
     if aim:
         q = jax.vmap(lambda qq, tt: _aim(m, qq, tt, i, point))(q, t)
+        # a straight start (e.g. q0 = 0) bent, then aimed again
+        q = jax.vmap(lambda qq, tt: _unbent(m, qq, tt, i, point, tol))(q, t)
     solve = lambda tt, qq: _ik_solve(m, tt, qq, i, point, damping, tol, max_iter)  # noqa: E731
     q, err, it = jax.vmap(solve)(t, q)
     return q.reshape(lead + (model.dof,)), err.reshape(lead), it.reshape(lead)

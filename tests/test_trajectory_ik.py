@@ -172,3 +172,28 @@ def test_workspace_and_builders_name_what_they_cannot_take():
         jaxmb.two_link_arm(table="deleva_male")
     with pytest.raises(ValueError, match="devices lists a device more than once"):
         batch_mesh([jax.devices()[0]] * 2)
+
+
+@pytest.mark.parametrize("model", [
+    ARM,
+    jaxmb.chain([0.3, 0.25, 0.2], [0.15, 0.12, 0.1], [2.0, 1.5, 0.5], [0.02, 0.01, 0.005], coordinates="absolute"),
+])  # fmt: skip
+def test_a_straight_or_folded_start_is_bent(model):
+    # from q0 = 0 (straight) or a folded elbow, no joint moves the hand along the arm
+    # and the damped least-squares steps never left the line: 100 iterations and the
+    # hand 0.39 m off its target, silently with full_output. The start is now bent as
+    # the default start is (the same solution for the two-link arm) and the solve
+    # converges; a straight start that is already at its target stays
+    targets = _annulus(np.random.default_rng(2), 20, *workspace(model), margin=0.02)
+    default = inverse_kinematics(model, targets, full_output=True)
+    folded = np.zeros(model.dof)
+    folded[1] = np.pi
+    for q0 in (np.zeros(model.dof), folded):
+        r = inverse_kinematics(model, targets, q0, full_output=True)
+        assert np.all(r.converged) and np.all(np.asarray(r.iterations) < 50)
+        np.testing.assert_allclose(hand_position(model, r.q), targets, atol=1e-10)
+        if model is ARM and q0 is not folded:
+            np.testing.assert_allclose(r.q, default.q, atol=1e-9)
+    reach = float(np.sum(np.asarray(model.length)))
+    q = inverse_kinematics(model, np.array([reach, 0.0]), np.zeros(model.dof))
+    np.testing.assert_allclose(q, 0.0, atol=1e-12)
