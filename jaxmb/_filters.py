@@ -458,12 +458,10 @@ def lowpass_jax(
 
 
 def _lowpass_design(rate, cutoff, order, correct, padlen, n):
-    import scipy.signal as ss
-
     rate = _signal._positive_rate(rate)
     order = _signal._order(order)
     fc = _signal._check_cutoff(cutoff, rate, order, correct)
-    sos = ss.butter(order, fc / (rate / 2.0), btype="low", output="sos")
+    sos = _signal._butter(order, fc / (rate / 2.0))
     return sos, _signal._padlen(padlen, sos, order, n)
 
 

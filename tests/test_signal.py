@@ -219,3 +219,12 @@ def test_derivative_second_order_convergence_and_errors():
         signal.derivative(np.zeros(3), 100.0, order=2)
     with pytest.raises(ValueError, match="x must be a numeric array, got dtype <U"):
         signal.derivative(np.array(["1", "2", "3", "4", "5"]), 100.0)  # before: NumPy's UFuncTypeError
+
+
+def test_cached_filter_design_is_scipys_and_not_shared():
+    # designs are cached (half of residual_analysis's time was butter): each call
+    # gets scipy's design as a fresh, writeable array that a caller may change
+    a = signal._butter(2, 0.12)
+    np.testing.assert_array_equal(a, ss.butter(2, 0.12, output="sos"))
+    a[0, 0] = 99.0
+    assert signal._butter(2, 0.12)[0, 0] != 99.0
