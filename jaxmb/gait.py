@@ -928,18 +928,20 @@ def _bucket(n: int) -> int:
     return -(-n >> k) << k
 
 
-def _ragged_inputs(keys, resamples, B, T, Tf, *, rate, force_rate, same, force_cutoff, order, padlen):
+def _ragged_inputs(keys, resamples, B, T, Tb, Tf, *, rate, force_rate, same, force_cutoff, order, padlen):
     """The ``ragged`` argument of :func:`_group_pipeline` for trials in several groups
     ``keys`` {(frames, force frames, cut-off or None): [trials]} (and their
     ``resamples``, as analyze makes them), and the largest padlens (kinematics,
-    force). Each trial's filter and padlen are those of the trial alone."""
+    force). T, Tf: the longest trial's samples and force samples; Tb: the
+    kinematics' width in the computation. Each trial's filter and padlen are those
+    of the trial alone."""
     from ._filters import _lowpass_design, ragged_design
 
     nk, nf = np.zeros(B, np.int32), np.zeros(B, np.int32)
     kcut, fcut = [None] * B, [None] * B
     res = None
     if force_rate != rate or Tf != T or any(r is not None for r in resamples.values()):
-        res = (np.zeros((B, T), np.int32), np.zeros((B, T), np.int32), np.zeros((B, T)))
+        res = (np.zeros((B, Tb), np.int32), np.zeros((B, Tb), np.int32), np.zeros((B, Tb)))
     for (k, f, c), idx in keys.items():
         idx = np.asarray(idx)
         nk[idx], nf[idx] = k, f
@@ -952,7 +954,11 @@ def _ragged_inputs(keys, resamples, B, T, Tf, *, rate, force_rate, same, force_c
     def filt(cuts, r, n):
         if cuts[0] is None:  # every trial's or none's
             return None, 0
-        designs = [_lowpass_design(r, c, order, False, padlen, int(m)) for c, m in zip(cuts, n)]
+        design = {}  # one per cut-off and length
+        for c, m in zip(cuts, n):
+            if (c, int(m)) not in design:
+                design[c, int(m)] = _lowpass_design(r, c, order, False, padlen, int(m))
+        designs = [design[c, int(m)] for c, m in zip(cuts, n)]
         mats, p = ragged_design([d[0] for d in designs], n, [d[1] for d in designs], _FILTER_BLOCK)
         return (mats, p), int(p.max())
 
@@ -1393,21 +1399,23 @@ def analyze(
                     break
     if len(keys) > 1:
         # trials of several lengths or cut-offs: one compiled computation for all,
-        # each trial filtered and differentiated within its own frames
-        # each of the shapes (trials, samples, force samples, longest odd extensions)
-        # rounded up to a size within 12.5 % (_bucket): the next batch of similar
-        # trials (another subject's) reuses the compiled computation
-        Bb, Tb, Tfb = _bucket(B), _bucket(T), _bucket(Tf)
-        ragged_in, pads = _ragged_inputs(keys, resamples, B, Tb, Tf, rate=rate, force_rate=force_rate,
+        # each trial filtered and differentiated within its own frames, on arrays as
+        # wide as the longest trial; each shape rounded up (trials and samples to
+        # within 12.5 %, _bucket; the longest odd extensions to a power of 2), so
+        # that the next batch of similar trials (another subject's) can reuse it
+        Tu, Tfu = int(kin_frames.max()), int(force_frames.max())
+        Bb, Tb, Tfb = _bucket(B), _bucket(Tu), _bucket(Tfu)
+        ragged_in, pads = _ragged_inputs(keys, resamples, B, Tu, Tb, Tfu, rate=rate, force_rate=force_rate,
                                          same=same, force_cutoff=force_cutoff, order=order, padlen=padlen)  # fmt: skip
-        pads = tuple(_bucket(p) for p in pads)
+        pads = tuple(0 if p == 0 else 1 << (p - 1).bit_length() for p in pads)
 
-        def grow(x, n_time=None):  # more trials (copies of the last) and samples (ignored)
+        def grow(x, n_time=None):  # more trials (copies of the last); samples cut or added (ignored)
             if x is None:
                 return None
             x = np.asarray(x)
             width = [(0, Bb - B)] + [(0, 0)] * (x.ndim - 1)
             if n_time is not None:
+                x = x[:, :n_time]
                 width[1] = (0, n_time - x.shape[1])
             return np.pad(x, width, mode="edge") if any(w[1] for w in width) else x
 
@@ -1417,14 +1425,18 @@ def analyze(
         ragged_in = (grow(nk_), grow(nf_), kfilt, ffilt, None if res is None else tuple(map(grow, res)))
         fn = _jitted(rate=rate, force_rate=force_rate, cutoff=None, force_cutoff=None, order=order, padlen=None,
                      from_table=from_table, terms=bool(terms), outputs=outputs,
-                     chunk=_pipeline_chunk(_platform(), Tb, bool(terms)), pads=pads)  # fmt: skip
+                     chunk=_pipeline_chunk(_platform(), Tb + 2 * max(pads), bool(terms)), pads=pads)  # fmt: skip
         with jax.enable_x64(dtype == "float64"):
             got = fn(tuple(grow(a, Tb) for a in PT), grow(force_a, Tfb), grow(cop_a, Tfb),
                      grow(mz_a, Tfb) if has_mz else None, None, tuple(grow(x) for x in (seg_a, seg_b, seg_c)),
                      np.float64(gravity), grow(pelvis_a, Tb), ragged_in)  # fmt: skip
         for path, v in jax.tree_util.tree_flatten_with_path(got)[0]:
             v = np.asarray(v)[:B]
-            out[path] = v[:, :T] if v.ndim >= 2 and v.shape[1] == Tb else v
+            if v.ndim >= 2 and v.shape[1] == Tb:  # per sample: back to the inputs' width
+                v = v[:, :Tu]
+                if Tu < T:
+                    v = np.concatenate([v, np.full((B, T - Tu) + v.shape[2:], np.nan, v.dtype)], 1)
+            out[path] = v
     else:  # one length and cut-off
         (((nk, nf, c), idx),) = keys.items()
         idx = np.asarray(idx)

@@ -895,3 +895,28 @@ def test_ragged_trials_one_compiled_call_each_as_alone(running, monkeypatch):
     assert len(traces) == 1
     last = gait.analyze(**trials[2], **kw)
     np.testing.assert_allclose(again.trial(2).moments, last.moments, rtol=0, atol=1e-10 * np.abs(last.moments).max())
+
+
+def test_ragged_padded_arrays_wider_than_the_longest_trial(running):
+    # padded arrays (frames=, force_frames=) wider than every trial: the computation
+    # runs on the longest trial's width, and each trial's outputs are as the trial
+    # alone, NaN beyond its frames (the padding is NaN: never read)
+    lens = (100, 90, 64)
+    trials = _ragged_trials(running, lens, seed=3)
+    kw = dict(rate=200.0, force_rate=1000.0, segments=running.segments, gravity=G, cutoff=12.0)
+    T, Tf = 150, 5 * 149 + 1
+
+    def padded(k, width):
+        x = [t[k] for t in trials]
+        return np.stack([np.concatenate([a, np.full((width - len(a),) + a.shape[1:], np.nan)]) for a in x])
+
+    args = {k: padded(k, Tf if k in ("force", "cop", "free_moment") else T) for k in trials[0]}
+    got = gait.analyze(**args, frames=list(lens), force_frames=[(n - 1) * 5 + 1 for n in lens], **kw)
+    assert got.moments.shape == (3, T, 3)
+    for b, t in enumerate(trials):
+        alone = gait.analyze(**t, **kw)
+        n = lens[b]
+        np.testing.assert_allclose(got.moments[b, :n], alone.moments, rtol=0, atol=1e-10 * np.abs(alone.moments).max())
+        np.testing.assert_allclose(got.reactions[b, :n], alone.reactions, rtol=0,
+                                   atol=1e-10 * np.abs(alone.reactions).max())  # fmt: skip
+        assert np.isnan(got.moments[b, n:]).all()
