@@ -1089,9 +1089,10 @@ def analyze(
     end) and differentiated (its own end stencils) within its own frames: the same
     values as the trial alone, to float64 rounding (second differences at 1 kHz
     amplify it to about 1e-11 of a peak; tests/test_gait.py). That computation
-    compiles once for a batch's shapes, each rounded up to a size within 12.5 %
-    (trials above 16, samples, force samples, the longest odd extension), so that
-    the next batch of similar trials reuses it; compiling it per length, as a loop
+    compiles once for a batch's shapes, each rounded up (the trials above 16, the
+    longest trial's samples and force samples to a size within 12.5 %, the longest
+    odd extension to a power of 2), so that the next batch of similar trials reuses
+    it; compiling it per length, as a loop
     over the trials does, costs seconds a length on a CPU (``python -m
     benchmarks.bench_gait_ragged``). Its run time is up to about 1.5x that of as
     many trials of one length (each trial's extension filtered in full, gathers
