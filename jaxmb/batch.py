@@ -116,6 +116,13 @@ _PIO2_F32 = (
 )
 
 
+# |x| (rad) up to which :func:`sincos` is accurate to half the spacing of the floats
+# near x (measured against NumPy's float64 sin and cos: tests/test_batch.py); beyond,
+# its result is NaN. float32: k = round(2x/pi) stays an exact integer (< 2^24);
+# float64: k pi/2's rounding stays below half the spacing near x.
+SINCOS_LIMIT = {64: 2.0**50, 32: 2.0**24}
+
+
 def _taylor(odd: bool, degree: int):
     """Taylor coefficients of sin (odd) or cos (even) after the leading term(s)."""
     first = 3 if odd else 2
@@ -142,9 +149,13 @@ def sincos(x):
 
     One range reduction ``x = k pi/2 + r`` (|r| <= pi/4) serves both results; sin r
     and cos r are Taylor polynomials, and the quadrant k mod 4 swaps and negates them.
-    Float64 is accurate to about 1 ulp for |x| < 1.6e6 rad, float32 for
-    |x| < 3e3 rad (beyond, the reduction loses bits; joint angles never come near).
-    Other float dtypes use ``jnp.cos`` and ``jnp.sin``.
+    Float64 is accurate to about 1 ulp of the result for |x| < 1.6e6 rad, float32
+    for |x| < 3e3 rad; beyond, the reduction's k pi/2 is rounded and the error grows
+    to half the spacing of the floats near x (the input's own resolution: 0.06 rad
+    at 1e6 rad in float32) up to :data:`SINCOS_LIMIT` (float64 2^50 rad, float32
+    2^24 rad). Beyond that limit the result is NaN, not a number outside [-1, 1]
+    (the public functions refuse such angles in concrete inputs). Other float
+    dtypes use ``jnp.cos`` and ``jnp.sin``.
 
     Args:
       x: array of angles, rad (float32 or float64).
@@ -165,14 +176,19 @@ def sincos(x):
     r2 = r * r
     sin_r = r + r * r2 * _horner(_SIN[bits], r2)
     cos_r = 1.0 + r2 * _horner(_COS[bits], r2)
-    # quadrant: sin(r + k pi/2) = sin r, cos r, -sin r, -cos r for k = 0, 1, 2, 3 (mod 4)
-    kq = k.astype(jnp.int32)
-    odd = (kq & 1) == 1
+    # quadrant: sin(r + k pi/2) = sin r, cos r, -sin r, -cos r for k = 0, 1, 2, 3 (mod 4);
+    # k mod 4 in floating point, exact for an integer k (an int32 k overflowed from
+    # |x| = 3.4e9 rad: a sine of -2)
+    kq = k - 4.0 * jnp.floor(k * 0.25)
+    odd = (kq == 1.0) | (kq == 3.0)
     s = jnp.where(odd, cos_r, sin_r)
     c = jnp.where(odd, sin_r, cos_r)
-    s = jnp.where((kq & 2) == 2, -s, s)
-    c = jnp.where(((kq + 1) & 2) == 2, -c, c)
-    return c, s
+    s = jnp.where(kq >= 2.0, -s, s)
+    c = jnp.where((kq == 1.0) | (kq == 2.0), -c, c)
+    # beyond the limit r leaves [-pi/4, pi/4] and the polynomials diverge (float32:
+    # sin(1e9) came out as 1.8e14)
+    ok = jnp.abs(x) <= SINCOS_LIMIT[bits]
+    return jnp.where(ok, c, jnp.nan), jnp.where(ok, s, jnp.nan)
 
 
 @sincos.defjvp

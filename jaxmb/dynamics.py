@@ -86,7 +86,7 @@ def _batched(model: Model, arrays, names, loads=None):
         if x is None:
             raise ValueError(f"{nm} is required, got None (an array of shape ({model.dof},) or (..., {model.dof}); "
                              "zeros for a state at rest)")  # fmt: skip
-    out = [check_batch(model, x, nm) for x, nm in zip(arrays, names)]
+    out = [check_batch(model, x, nm, angles=nm == "q") for x, nm in zip(arrays, names)]
     loads = check_loads(model, loads, None, batched=True)
     shapes = {nm: np.shape(x)[:-1] for x, nm in zip(out, names)}
     if loads is not None and np.ndim(loads) > 2:

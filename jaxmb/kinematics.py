@@ -68,15 +68,36 @@ def _sum_is_finite(x):
     return jnp.isfinite(jnp.sum(x))
 
 
-def check_finite(x, name: str):
+@jax.jit
+def _sum_of_squares(x):
+    return jnp.vdot(x, x)
+
+
+def angle_limit(dtype) -> float:
+    """The largest |angle| (rad) the batched kernels take in ``dtype`` as JAX
+    computes it (float32 where 64-bit mode is off): :data:`jaxmb.batch.SINCOS_LIMIT`."""
+    from .batch import SINCOS_LIMIT
+
+    return SINCOS_LIMIT[64 if jax.dtypes.canonicalize_dtype(dtype) == np.float64 else 32]
+
+
+def check_finite(x, name: str, angles_from: int | None = None):
     """Raise ValueError for NaN or inf in a concrete input (skipped while tracing:
-    under jit or vmap the values are not known).
+    under jit or vmap the values are not known); with ``angles_from``, also for an
+    angle (the entries from that index on the last axis) beyond :func:`angle_limit`.
 
     Large arrays are first summed (one pass, on the array's device): NaN and inf
     propagate through a sum, so a finite sum clears the array, and only a non-finite
-    one (or an overflow) pays for the element-wise search that locates the value."""
+    one (or an overflow) pays for the element-wise search that locates the value.
+    With angles, the sum is of squares: at most the limit squared clears every
+    entry's magnitude too."""
     if isinstance(x, jax.core.Tracer):
         return
+    limit = None if angles_from is None else angle_limit(x.dtype)
+
+    def cleared(total):
+        return bool(np.isfinite(total)) and (limit is None or float(total) <= limit * limit)
+
     if isinstance(x, jax.Array):
         if not jnp.issubdtype(x.dtype, jnp.inexact):
             return
@@ -84,18 +105,30 @@ def check_finite(x, name: str):
             # evaluated now even inside a caller's jit (a concrete array closed over
             # by a traced function): a jitted call there would be staged out
             with jax.ensure_compile_time_eval():
-                if bool(_sum_is_finite(x)):
+                if cleared(_sum_is_finite(x) if limit is None else _sum_of_squares(x)):
                     return
     a = np.asarray(x)
     if a.dtype.kind not in "fc":
         return
-    if a.size > _EXACT_FINITE and np.isfinite(a.sum()):
+    if a.size > _EXACT_FINITE and cleared(a.sum() if limit is None else np.vdot(a, a).real):
         return
     if not np.isfinite(a).all():
         if a.ndim == 0:
             raise ValueError(f"{name} is not finite: {a}")
         where = tuple(int(i) for i in np.argwhere(~np.isfinite(a))[0])
         raise ValueError(f"{name} is not finite at index {where if len(where) > 1 else where[0]}: {a[where]}")
+    if limit is not None and a.ndim and a.shape[-1] > angles_from:
+        big = np.abs(a[..., angles_from:]) > limit
+        if big.any():
+            where = tuple(int(i) for i in np.argwhere(big)[0])
+            where = where[:-1] + (where[-1] + angles_from,)
+            f32 = limit <= 2.0**24
+            raise ValueError(
+                f"{name} has an angle of {a[where]:.6g} rad at index {where if len(where) > 1 else where[0]}: "
+                f"beyond +-{limit:.6g} rad ({'float32' if f32 else 'float64'}) the floats near it are too far "
+                "apart to give its sine and cosine; wrap the angles (e.g. (q + pi) % (2 pi) - pi)"
+                + (" or compute in float64 (jax.config.update('jax_enable_x64', True), float64 arrays)" if f32 else "")
+            )
 
 
 def _as_array(x, name: str = "the input"):
@@ -185,10 +218,11 @@ def check_model(model) -> None:
                          f"{type(model).__name__}: the model comes first, f(model, q, ...)")  # fmt: skip
 
 
-def check_batch(model: Model, x, name: str, size: int | None = None):
+def check_batch(model: Model, x, name: str, size: int | None = None, *, angles: bool = False):
     """Return ``x`` as an array of shape (..., size) (one sample or a batch), raising
-    ValueError otherwise (and for NaN or inf in a concrete input). NumPy inputs stay
-    NumPy arrays: the compiled call converts them."""
+    ValueError otherwise (and for NaN or inf in a concrete input; with ``angles``,
+    ``x`` is coordinates, and for an angle beyond :func:`angle_limit`). NumPy inputs
+    stay NumPy arrays: the compiled call converts them."""
     check_model(model)
     size = model.dof if size is None else size
     x = _as_array(x, name)
@@ -198,7 +232,7 @@ def check_batch(model: Model, x, name: str, size: int | None = None):
             f"{name} must have shape ({size},) for one sample or (..., {size}) for a batch "
             f"(this model has dof={model.dof}), got shape {tuple(x.shape)}"
         )
-    check_finite(x, name)
+    check_finite(x, name, model.nbase if angles else None)
     return x
 
 

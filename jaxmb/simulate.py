@@ -117,7 +117,9 @@ def simulate(
         output of a function ``tau`` or ``loads`` exists only inside the compiled
         scan, so only its shape and dtype are checked (at trace time: one real
         array, not a bool, complex, tuple or None): a NaN it returns propagates
-        into the trajectory.
+        into the trajectory. An angle of ``q0`` beyond :func:`jaxmb.kinematics.angle_limit`
+        (2^24 rad in float32) is refused; one that grows beyond it during the run
+        (a segment spinning for millions of turns) makes the states from there NaN.
     """
     check_model(model)
     if method not in ("rk4", "euler"):
@@ -130,7 +132,7 @@ def simulate(
     t0 = check_array(_as_array(t0, "t0"), "t0")
     if np.ndim(t0) != 0:
         raise ValueError(f"t0 must be a scalar time (s), got shape {tuple(np.shape(t0))}")
-    q0 = check_batch(model, q0, "q0")
+    q0 = check_batch(model, q0, "q0", angles=True)
     qd0 = check_batch(model, qd0, "qd0")
     try:
         lead = tuple(np.broadcast_shapes(np.shape(q0)[:-1], np.shape(qd0)[:-1]))

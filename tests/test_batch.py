@@ -78,6 +78,54 @@ def test_sincos_float32_and_derivative():
     np.testing.assert_allclose(ds, np.cos(np.asarray(x64)), rtol=0, atol=3e-16)
 
 
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_sincos_large_angles_within_the_input_resolution_then_nan(dtype):
+    # up to SINCOS_LIMIT the result is within half the spacing of the floats near x
+    # (what the input itself resolves), beyond it NaN: before, float32 gave
+    # sin(1e9) = 1.8e14 and float64 a sine of -2 from 3.4e9 rad (int32 quadrant)
+    bits = 64 if dtype == np.float64 else 32
+    limit = jb.SINCOS_LIMIT[bits]
+    rng = np.random.default_rng(2)
+    mags = [1e3, 1e5, 1e7, 4e9, 1e12, 1e14, limit] if bits == 64 else [1e3, 1e5, 1e6, 1e7, limit]
+    x = np.concatenate([rng.uniform(m / 2, m, 4000) * rng.choice([-1, 1], 4000) for m in mags] + [[limit, -limit]])
+    x = x[np.abs(x) <= limit].astype(dtype)
+    c, s = jax.jit(jb.sincos)(jnp.asarray(x))
+    xs = x.astype(np.float64)
+    half = 0.5 * np.spacing(np.abs(x)).astype(np.float64) + (4e-16 if bits == 64 else 2e-7)
+    assert (np.abs(np.asarray(c, np.float64) - np.cos(xs)) <= half).all()
+    assert (np.abs(np.asarray(s, np.float64) - np.sin(xs)) <= half).all()
+    beyond = np.array([np.nextafter(dtype(limit), dtype(np.inf)), -4 * limit, 1e30], dtype)
+    c, s = jax.jit(jb.sincos)(jnp.asarray(beyond))
+    assert np.isnan(np.asarray(c)).all() and np.isnan(np.asarray(s)).all()
+
+
+@pytest.mark.parametrize("size", [1, 100000])  # exact check / one pass then the search
+@pytest.mark.parametrize("kind", ["numpy", "jax"])
+def test_angles_beyond_the_limit_refused_in_concrete_inputs(size, kind):
+    arm = jaxmb.chain([0.3, 0.3], [0.15, 0.15], [2.0, 1.5], [0.02, 0.015])
+    q = np.zeros((size, 2), np.float32)
+    q[-1, 1] = 3e7  # beyond 2^24 rad in float32
+    q = q if kind == "numpy" else jnp.asarray(q)
+    z = np.zeros(2, np.float32)
+    with pytest.raises(ValueError, match=r"q has an angle of 3e\+07 rad at index .*float32.*wrap the angles"):
+        jaxmb.inverse_dynamics(arm, q, z, z)
+    with pytest.raises(ValueError, match=r"q0 has an angle"):
+        jaxmb.simulate(arm, q, np.zeros_like(q), np.zeros(2, np.float32), 0.01, steps=2)
+    # in float64 the same angle is taken (and accurate to its float's resolution)
+    q64 = np.asarray(q, np.float64)
+    tau = jaxmb.inverse_dynamics(arm, q64[-1], np.zeros(2), np.zeros(2))
+    want = jaxmb.inverse_dynamics(arm, np.array([0.0, np.remainder(3e7, 2 * np.pi)]), np.zeros(2), np.zeros(2))
+    np.testing.assert_allclose(tau, want, rtol=0, atol=1e-8)
+    # a floating base's position is no angle: far from the origin is fine
+    h = jaxmb.seven_segment_human()
+    qh = np.zeros((size, h.dof), np.float32)
+    qh[:, 0] = 1e9
+    assert np.isfinite(np.asarray(jaxmb.inverse_dynamics(h, qh, 0 * qh, 0 * qh))).all()
+    # traced (values unknown): NaN, never a number outside [-1, 1] in the sines
+    got = jax.jit(lambda q: jaxmb.inverse_dynamics(arm, q, z, z))(jnp.asarray(q[-1]))
+    assert np.isnan(np.asarray(got)).all()
+
+
 # ------------------------------------------------------- inverse dynamics
 
 
