@@ -115,14 +115,16 @@ def _all_finite(x):
     return jnp.all(jnp.isfinite(x))
 
 
-def _check_values(x, label: str):
+def _check_values(x, label: str, angles_from: int | None = None):
     """NaN and inf in a concrete batched input raise ValueError naming it, as in the
-    core functions (a global array spread over processes is checked on its devices)."""
+    core functions, and so do angles beyond their range in coordinates (``angles_from``:
+    the first angle's index; a global array spread over processes is checked for
+    finiteness on its devices)."""
     if isinstance(x, jax.Array) and not isinstance(x, jax.core.Tracer) and not x.is_fully_addressable:
         if jnp.issubdtype(x.dtype, jnp.inexact) and not bool(_all_finite(x)):
             raise ValueError(f"{label} is not finite (a NaN or inf in the global batch)")
         return
-    check_finite(x, label)
+    check_finite(x, label, angles_from)
 
 
 def sharded(fn: Callable, mesh: Mesh | None = None, *, batch_axis: int = 0, validate: bool = True) -> Callable:
@@ -236,8 +238,12 @@ def sharded(fn: Callable, mesh: Mesh | None = None, *, batch_axis: int = 0, vali
             )
         (B,) = sizes
         if validate:
+            models = [a for a in xs if isinstance(a, Model)]
+            nbase = models[0].nbase if len(models) == 1 else None
             for lab, x in leaves:
-                _check_values(x, lab)
+                # the coordinates of the one model, as the core functions check them
+                angles = batch_axis == 0 and nbase is not None and lab in ("q", "q0") and np.ndim(x) and np.shape(x)[-1] == models[0].dof
+                _check_values(x, lab, nbase if angles else None)
         key = (
             m,
             batched,

@@ -232,6 +232,15 @@ def test_single_device_and_validation(monkeypatch):
         sharded(jaxmb.inverse_dynamics, mesh)(model, nan_q, qd, qdd)
     out = sharded(jaxmb.inverse_dynamics, mesh, validate=False)(model, nan_q, qd, qdd)
     assert np.isnan(np.asarray(out)[3]).all() and np.isfinite(np.asarray(out)[:3]).all()
+    # an angle beyond the kernels' range: the unsharded call's error (the shards,
+    # traced, would give NaN)
+    big_q = q.copy()
+    big_q[5, model.nbase] = 1e17
+    with pytest.raises(ValueError) as want:
+        jaxmb.inverse_dynamics(model, big_q, qd, qdd)
+    with pytest.raises(ValueError) as got:
+        sharded(jaxmb.inverse_dynamics, mesh)(model, big_q, qd, qdd)
+    assert str(got.value) == str(want.value) and "q has an angle of 1e+17 rad" in str(want.value)
 
 
 def test_keyword_batches_are_split_and_errors_are_the_unsharded_ones(four_devices):
