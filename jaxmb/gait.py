@@ -1087,8 +1087,10 @@ def analyze(
     several lengths or cut-offs (``cutoff="auto"`` gives each trial its own) run in
     one compiled computation, each trial filtered (its own odd extension, at its own
     end) and differentiated (its own end stencils) within its own frames: the same
-    values as the trial alone, to float64 rounding (second differences at 1 kHz
-    amplify it to about 1e-11 of a peak; tests/test_gait.py). That computation
+    values as the trial alone, to float64 rounding (unfiltered, 1e-15 of a peak;
+    filtered, the block filter's own order of operations, amplified by second
+    differences: about 1e-11 of a peak at 1 kHz and up to 6e-8 at 10 kHz;
+    tests/test_gait.py). That computation
     compiles once for a batch's shapes, each rounded up (the trials above 16, the
     longest trial's samples and force samples to a size within 12.5 %, the longest
     odd extension to a power of 2), so that the next batch of similar trials reuses
@@ -1161,8 +1163,10 @@ def analyze(
       dtype: "float64" (default: computed in float64 whatever JAX's 64-bit
         setting, in a scoped ``jax.enable_x64``) or "float32" (JAX's 32-bit mode:
         half the memory traffic, for accelerators). Float32 suits lab rates: at
-        200 Hz every output of the running data stays within 1e-3 of its peak of
-        float64's (tests/test_gait.py). It does not suit kHz rates: second
+        200 Hz every output of the running data (121 frames) stays within 1e-3 of
+        its peak of float64's (tests/test_gait.py); short trials with small peaks
+        lose more (a 17-frame swing, unfiltered: 3 % of its 1 N m peak moment, as
+        the trial alone or in a batch). It does not suit kHz rates: second
         differences of positions cancel (at 10 kHz, RMS moment errors of 23, 6.8
         and 0.19 N m against the truth, instead of float64's 0.13, 0.07 and 0.011).
 
