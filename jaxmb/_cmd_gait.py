@@ -252,6 +252,18 @@ def _load_one(args, mapping, path=None):
 _PER_TRIAL = ("hip", "knee", "ankle", "toe", "force", "cop")
 
 
+def _name_trials(message: str, names) -> str:
+    """``message`` with a batch's "(trial b)" or "(trials b, c)" replaced by those
+    trials' ``names`` (kept where a name is None)."""
+    import re
+
+    def named(m):
+        got = [names[int(b)] for b in m.group(1).split(", ")]
+        return m.group(0) if None in got else "(" + ", ".join(map(str, got)) + ")"
+
+    return re.sub(r"\(trials? (\d+(?:, \d+)*)\)", named, message)
+
+
 def _analyze(trials, skipped=None):
     """One :func:`jaxmb.gait.analyze` result per trial: one call for a single trial,
     and for several one batched call per (rate, force rate), trials of unequal length
@@ -278,9 +290,13 @@ def _analyze(trials, skipped=None):
         while idx:
             kws = [trials[i][0] for i in idx]
             try:
-                batch = gait.analyze(**{k: [kw[k] for kw in kws] for k in _PER_TRIAL}, rate=rate,
-                                     force_rate=force_rate, body_mass=np.array([kw["body_mass"] for kw in kws]),
-                                     cutoff=kws[0]["cutoff"], terms=True)  # fmt: skip
+                with warnings.catch_warnings(record=True) as caught:
+                    warnings.simplefilter("always")
+                    batch = gait.analyze(**{k: [kw[k] for kw in kws] for k in _PER_TRIAL}, rate=rate,
+                                         force_rate=force_rate, body_mass=np.array([kw["body_mass"] for kw in kws]),
+                                         cutoff=kws[0]["cutoff"], terms=True)  # fmt: skip
+                for w in caught:  # the batch's "(trials b, c)": their files
+                    warnings.warn(_name_trials(str(w.message), [paths[i] for i in idx]), w.category, stacklevel=2)
             except ValueError as e:
                 msg = str(e)
                 # "(trial b, sample t)" or "(trial b)", b within the group: the file instead

@@ -379,9 +379,10 @@ def _pad_list(x, name: str, core: tuple):
 
 
 def _is_ragged(x) -> bool:
-    return isinstance(x, (list, tuple)) and len(x) > 0 and all(np.ndim(a) >= 1 for a in x) and (
+    # an empty list too: _pad_list names it (as an array it was "shape (0,)")
+    return isinstance(x, (list, tuple)) and (len(x) == 0 or all(np.ndim(a) >= 1 for a in x) and (
         len({np.shape(a)[0] for a in x}) > 1 or isinstance(x[0], np.ndarray)
-    )
+    ))
 
 
 def _segment_spec(segments, body_mass, table, lead: tuple):
@@ -1400,7 +1401,10 @@ def analyze(
                 from ._filters import _lowpass_design
 
                 sos = _lowpass_design(r, cut, order, False, None, n)[0]
-                if _signal._warn_unsettled(sos, n, r, cut, stacklevel=3, what="trial"):
+                what = "trial"
+                if B > 1:  # which ones, as "(trial b)" in the errors
+                    what = f"trial{'s' * (len(idx) > 1)} (trial{'s' * (len(idx) > 1)} {', '.join(map(str, idx))})"
+                if _signal._warn_unsettled(sos, n, r, cut, stacklevel=3, what=what):
                     break
     if len(keys) > 1:
         # trials of several lengths or cut-offs: one compiled computation for all,

@@ -936,3 +936,22 @@ def test_ragged_unfiltered_trials_equal_alone_to_the_last_bits(running):
         for k in gait.OUTPUTS:
             want = getattr(alone, k)
             np.testing.assert_allclose(getattr(got, k), want, rtol=0, atol=1e-13 * np.abs(want).max(), err_msg=k)
+
+
+def test_unsettled_filter_warning_names_the_batch_trials(running):
+    # in a batch the warning says which trials (a lab's batch of files could not
+    # tell which one was too short); the command line names their files
+    from jaxmb._cmd_gait import _name_trials
+
+    trials = _ragged_trials(running, (121, 40, 121, 30), seed=6)
+    kw = dict(rate=200.0, force_rate=1000.0, segments=running.segments, gravity=G, cutoff=8.0, outputs=("moments",))
+    with pytest.warns(UserWarning) as caught:  # 8 Hz at 200 Hz settles in 52 samples
+        gait.analyze(**{k: [t[k] for t in trials] for k in trials[0]}, **kw)
+    msgs = sorted(str(w.message) for w in caught if "settles" in str(w.message))
+    assert len(msgs) == 2, msgs
+    assert "30-sample trial (trial 3)" in msgs[0] and "40-sample trial (trial 1)" in msgs[1], msgs
+    assert _name_trials(msgs[0], ["a.c3d", "b.c3d", "c.c3d", "d.c3d"]).count("(d.c3d)") == 1
+    assert _name_trials("x (trials 0, 2): y", ["a", "b", "c"]) == "x (a, c): y"
+    assert _name_trials("x (trial 1)", ["a", None]) == "x (trial 1)"
+    with pytest.raises(ValueError, match="hip is an empty list of trials"):  # was "got (0,)"
+        gait.analyze(**{k: [] for k in trials[0]}, rate=200.0, body_mass=70.0)
