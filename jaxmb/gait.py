@@ -1091,11 +1091,10 @@ def analyze(
     values as the trial alone, to float64 rounding (unfiltered, 1e-15 of a peak;
     filtered, the block filter's own order of operations, amplified by second
     differences: about 1e-11 of a peak at 1 kHz and up to 6e-8 at 10 kHz;
-    tests/test_gait.py). That computation
-    compiles once for a batch's shapes, each rounded up (the trials above 16, the
-    longest trial's samples and force samples to a size within 12.5 %, the longest
-    odd extension to a power of 2), so that the next batch of similar trials reuses
-    it; compiling it per length, as a loop
+    tests/test_gait.py). That computation compiles once for a batch's shapes, each
+    rounded up (the trials above 16, the longest trial's samples and force samples
+    to a size within 12.5 %, the longest odd extension to a power of 2), so that
+    the next batch of similar trials reuses it; compiling it per length, as a loop
     over the trials does, costs seconds a length on a CPU (``python -m
     benchmarks.bench_gait_ragged``). Its run time is up to about 1.5x that of as
     many trials of one length (each trial's extension filtered in full, gathers
