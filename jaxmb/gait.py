@@ -1830,7 +1830,10 @@ def sagittal(markers, plates=None, *, side: str = "right", mapping=None, min_for
     loaded = None
     if plates is not None:
         fz_any = np.linalg.norm(plates.force, axis=-1)
-        loaded = fz_any > min_force  # (Tf, plates); False where the force is NaN
+        # (Tf, plates); False where the force is NaN or infinite (an inf summed into
+        # the vertical gave "cannot find the vertical"; such a force under the foot
+        # is named below)
+        loaded = np.isfinite(fz_any) & (fz_any > min_force)
         total = np.where(loaded[..., None], plates.force, 0.0).sum(axis=(0, 1))
         up = _unit(total, "vertical (no loaded force plate)") if loaded.any() else np.array([0.0, 0.0, 1.0])
     else:

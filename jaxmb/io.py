@@ -997,9 +997,10 @@ def read_forces(path) -> ForcePlates:
         ValueError: malformed file (naming the file and the line or field): a missing
             header field or column, a row with the wrong number of fields, a value that
             is not a number, a header count or rate that is not a finite number
-            (``inf``, ``nan``), sample numbers that are not integers or that skip, a
-            row count that disagrees with ``NumberOfSamples``, no samples at all, or
-            an empty file.
+            (``inf``, ``nan``), an infinite value in the data (``inf``, or a number
+            beyond float64's range; NaN is read as a gap), sample numbers that are
+            not integers or that skip, a row count that disagrees with
+            ``NumberOfSamples``, no samples at all, or an empty file.
     """
     lines, source = _read_lines(path)
     i = 0
@@ -1068,6 +1069,13 @@ def read_forces(path) -> ForcePlates:
             f"{source}, line {header_line['NumberOfSamples']}: NumberOfSamples=0: the file holds no samples"
         )
     data = np.array(rows, dtype=float).reshape(n_samples, len(columns))
+    infinite = np.argwhere(np.isinf(data))
+    if infinite.size:  # "inf", or a number beyond float64 (3.6e400): no plate measures it
+        r, c = (int(v) for v in infinite[0])
+        raise ValueError(
+            f"{source}, line {row_lines[r]}, column {c + 1} ({columns[c]}): an infinite value "
+            f"({lines[row_lines[r] - 1].split()[c]!r}); a gap in a .forces file is NaN"
+        )
     sample = data[:, 0]
     fractional = np.flatnonzero(~(np.isfinite(sample) & (sample == np.round(sample))))
     if fractional.size:  # 1.5, 2.5, ... would shift every time by half a sample

@@ -749,6 +749,17 @@ def test_sagittal_rejects_nan_force_or_centre_of_pressure_under_the_foot(lab):
     force[3200:3210, 0] = np.nan
     np.testing.assert_allclose(gait.sagittal(markers, plates.replace(force=force)).force,
                                gait.sagittal(markers, plates).force, rtol=1e-12, atol=1e-9)  # fmt: skip
+    # infinite, likewise: named under the foot; elsewhere left out of the vertical,
+    # as NaN is (before: "cannot find the vertical (no loaded force plate)")
+    force = plates.force.copy()
+    force[2200, 1, 2] = np.inf
+    with pytest.raises(ValueError, match=r"plate 2 \(walk\.forces\), under the right foot, has a NaN or infinite "
+                                         r"force at 2\.200 s \(1 samples"):  # fmt: skip
+        gait.sagittal(markers, plates.replace(force=force))
+    force = plates.force.copy()
+    force[3200, 0, 2] = np.inf
+    np.testing.assert_allclose(gait.sagittal(markers, plates.replace(force=force)).force,
+                               gait.sagittal(markers, plates).force, rtol=1e-6, atol=1e-6)  # fmt: skip
 
 
 def test_sagittal_interpolates_a_force_grid_off_the_marker_times(lab):

@@ -266,6 +266,11 @@ def test_forces_round_trip(tmp_path):
         # No samples (before: accepted, and sagittal's IndexError); an empty file (before: "line 2").
         (lambda ls: (ls.__setitem__(3, "NumberOfSamples=0"), ls.__delitem__(slice(5, None))),
          r"line 4: NumberOfSamples=0: the file holds no samples"),
+        # an infinite value (before: read silently; jaxmb gait then said "cannot find
+        # the vertical", naming no file)
+        (lambda ls: ls.__setitem__(7, ls[7].replace("720.0", "inf")),
+         r"line 8, column 4 \(FZ1\): an infinite value \('inf'\); a gap in a \.forces file is NaN"),
+        (lambda ls: ls.__setitem__(7, ls[7].replace("720.0", "3.6e400")), r"line 8, column 4 \(FZ1\): an infinite value"),
         (lambda ls: ls.__delitem__(slice(0, len(ls))), r"walk\.forces: the file is empty"),
         (lambda ls: ls.__setitem__(slice(0, len(ls)), ["", "  ", ""]), r"walk\.forces: the file is empty"),
     ],
