@@ -1489,6 +1489,30 @@ def _plate_normals(corners: np.ndarray, force: np.ndarray) -> np.ndarray:
     return np.where((toward < 0)[:, None], -n, n)
 
 
+def _check_moment_channels(channels, k: int, labels, units, unit_moment: str, m_scale: float, where: str) -> None:
+    """Refuse a plate whose moment channels (``FORCE_PLATFORM:CHANNEL`` rows 4-6,
+    those of types 2 and 4) declare in ``ANALOG:UNITS`` a moment unit other than the
+    one ezc3d computes with (``FORCE_PLATFORM:UNITS`` or N, times ``POINT:UNITS``):
+    ezc3d never reads ``ANALOG:UNITS``, and a file with points in m and moments in
+    N mm gave centres of pressure hundreds of metres off and free moments 1000x."""
+    if channels.ndim != 2 or channels.shape[0] < 6 or k >= channels.shape[1]:
+        return
+    for row in range(3, 6):
+        c = int(channels[row, k]) - 1  # 1-based analog channel
+        if not 0 <= c < len(units):
+            continue
+        unit = units[c].strip().lower().replace(" ", "")
+        if unit in _MOMENT_UNITS and not math.isclose(_MOMENT_UNITS[unit], m_scale):
+            label = labels[c] if c < len(labels) else f"channel {c + 1}"
+            raise ValueError(
+                f"{where}: its moment channel {label} (analog channel {c + 1}) is in {units[c]!r} "
+                f"(ANALOG:UNITS), but the force-plate extraction (ezc3d) computes its moments in "
+                f"{unit_moment!r}, from FORCE_PLATFORM:UNITS and POINT:UNITS: the centre of pressure and "
+                "the free moment would be off by that factor; export the file with POINT:UNITS in the "
+                "moments' length unit"
+            )
+
+
 def read_c3d(path, *, min_force: float = 20.0, warn_gaps: bool = True) -> C3DTrial:
     """Read a C3D file: markers, force platforms and analog channels, in SI units.
 
@@ -1503,7 +1527,9 @@ def read_c3d(path, *, min_force: float = 20.0, warn_gaps: bool = True) -> C3DTri
     renamed ``RKNE_2``, ``RKNE_3``, ... with a warning; ``Markers.descriptions`` keeps
     ``POINT:DESCRIPTIONS`` to tell them apart. Forces, positions and moments of the
     platforms are converted with the units ezc3d reports (``unit_force``,
-    ``unit_position``, ``unit_moment``).
+    ``unit_position``, ``unit_moment``); ezc3d takes the moments' unit from
+    ``POINT:UNITS`` alone, so a plate whose moment channels declare another in
+    ``ANALOG:UNITS`` is refused rather than read off by a factor of 1000.
 
     The centre of pressure and the free moment are undefined on an unloaded plate
     (ezc3d divides by a vertical force near zero and returns values metres off the
@@ -1525,7 +1551,9 @@ def read_c3d(path, *, min_force: float = 20.0, warn_gaps: bool = True) -> C3DTri
 
     Raises:
         ImportError: ezc3d is not installed.
-        ValueError: a file that ezc3d cannot read, unknown units, data that
+        ValueError: a file that ezc3d cannot read, unknown units, a plate whose
+            moment channels' ``ANALOG:UNITS`` disagree with the moment unit ezc3d
+            computes with (``POINT:UNITS`` in m, moments in N mm), data that
             disagrees with the parameters, or fewer frames than the file declares (a
             truncated file: the frames of ``POINT:FRAMES``, or of the header's first
             and last frame, against those ezc3d could read), naming the file.
@@ -1623,12 +1651,14 @@ def read_c3d(path, *, min_force: float = 20.0, warn_gaps: bool = True) -> C3DTri
     forces = None
     if len(platforms):
         n_analog = analog.shape[0]
+        channels = np.asarray(_parameter(parameters, "FORCE_PLATFORM", "CHANNEL", np.zeros((0, 0))))
         force, cop, free_moment, corners = [], [], [], []
         for k, plate in enumerate(platforms):
             where = f"{source}, force platform {k + 1}"
             f_scale = _scale(plate["unit_force"], _FORCE_UNITS, "force", where)
             p_scale = _scale(plate["unit_position"], _LENGTH_UNITS, "position", where)
             m_scale = _scale(plate["unit_moment"], _MOMENT_UNITS, "moment", where)
+            _check_moment_channels(channels, k, analog_labels, analog_units, plate["unit_moment"], m_scale, where)
             for key in ("force", "center_of_pressure", "Tz"):
                 shape = np.shape(plate[key])
                 if shape != (3, n_analog):

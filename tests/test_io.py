@@ -530,6 +530,32 @@ def test_c3d_lab_with_y_up_reads_as_the_same_trial(gait, tmp_path):
     np.testing.assert_allclose(turned.free_moment, plates.free_moment, atol=1e-9)  # about the normal
 
 
+@pytest.mark.parametrize("point_units,moment_units", [("m", None), ("mm", "Nm")])
+def test_c3d_moment_channels_in_other_units_than_the_extraction_assumes(tmp_path, point_units, moment_units):
+    """ezc3d computes a plate's moments in FORCE_PLATFORM:UNITS x POINT:UNITS and never
+    reads ANALOG:UNITS: points in m with moment channels in N mm (or N m channels with
+    points in mm) gave centres of pressure hundreds of metres off and free moments
+    1000x (5719 against 5.7 N m), silently. Refused, naming the file, plate and channel."""
+    ezc3d = pytest.importorskip("ezc3d")
+    c = ezc3d.c3d(str(GAIT_C3D))
+    if point_units == "m":
+        c["parameters"]["POINT"]["UNITS"]["value"] = ["m"]
+        c["data"]["points"][:3] /= 1000.0
+        fp = c["parameters"]["FORCE_PLATFORM"]
+        fp["CORNERS"]["value"] = np.asarray(fp["CORNERS"]["value"]) / 1000.0
+        fp["ORIGIN"]["value"] = np.asarray(fp["ORIGIN"]["value"]) / 1000.0
+    if moment_units:
+        units = list(c["parameters"]["ANALOG"]["UNITS"]["value"])
+        c["parameters"]["ANALOG"]["UNITS"]["value"] = [moment_units if u.strip() == "Nmm" else u for u in units]
+    c.write(str(tmp_path / "units.c3d"))
+    assert point_units == "m" or "Nmm" in io.read_c3d(GAIT_C3D, warn_gaps=False).analog_units  # the edit bites
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        with pytest.raises(ValueError, match=r"units\.c3d, force platform 1: its moment channel \S+ \(analog channel "
+                                             r"\d+\) is in 'N ?mm?' \(ANALOG:UNITS\), but .* computes its moments in "):  # fmt: skip
+            io.read_c3d(tmp_path / "units.c3d", warn_gaps=False)
+
+
 def test_c3d_missing_file(tmp_path):
     pytest.importorskip("ezc3d")
     with pytest.raises(FileNotFoundError, match="nothing.c3d"):
