@@ -467,14 +467,16 @@ def _check_increasing(
 
 def _read_lines(path) -> tuple[list, str]:
     """The lines of a text file and its name. UTF-8 (with or without a byte-order
-    mark); a file that is not UTF-8 (a Windows export in Latin-1 or cp1252, say) is
-    read as Latin-1 with a warning naming the file and the first line that is not
-    UTF-8. An empty file (nothing but white space) is an error naming the file."""
+    mark), or UTF-16 with its byte-order mark (Windows' "Unicode" text: read as
+    Latin-1 it was a first line of 'ÿþP\x00a\x00...'); a file that is not UTF-8 (a
+    Windows export in Latin-1 or cp1252, say) is read as Latin-1 with a warning
+    naming the file and the first line that is not UTF-8. An empty file (nothing but
+    white space) is an error naming the file."""
     path = Path(path)
     source = path.name
     raw = path.read_bytes()
     try:
-        text = raw.decode("utf-8-sig")
+        text = raw.decode("utf-16" if raw[:2] in (b"\xff\xfe", b"\xfe\xff") else "utf-8-sig")
     except UnicodeDecodeError as error:
         line = raw.count(b"\n", 0, error.start) + 1
         warnings.warn(
@@ -707,7 +709,7 @@ def _split_tabs(line: str) -> list:
     return line.split("\t") if "\t" in line else line.split()
 
 
-def read_trc(path, *, warn_gaps: bool = True) -> Markers:
+def read_trc(path, *, warn_gaps: bool = True, zeros_as_gaps: bool = True) -> Markers:
     """Read a TRC marker file (OpenSim, Motion Analysis).
 
     The file has a ``PathFileType`` line; a line of header names (``DataRate``,
@@ -720,6 +722,10 @@ def read_trc(path, *, warn_gaps: bool = True) -> Markers:
         path: the ``.trc`` file.
         warn_gaps: warn (``UserWarning``) naming the markers with gaps and their frame
             counts.
+        zeros_as_gaps: read a marker at exactly (0, 0, 0) as a gap, with a warning
+            naming the markers (some exporters write a gap as zeros: read as a
+            position at the lab's origin, three such frames in a stance turned the
+            ankle by 10 degrees, silently); False keeps them as positions.
 
     Returns:
         :class:`Markers` with ``rate`` = ``DataRate`` (Hz), ``time`` from the Time column
@@ -818,6 +824,14 @@ def read_trc(path, *, warn_gaps: bool = True) -> Markers:
     # a marker with a coordinate written as nan is a gap: all three NaN, as empty
     # fields give it and as write_trc writes gaps (it refuses a partial one)
     xyz[np.isnan(xyz).any(-1)] = np.nan
+    zero = (xyz == 0.0).all(-1)
+    if zeros_as_gaps and zero.any():
+        xyz[zero] = np.nan
+        counts = zero.sum(0)
+        named = [f"{labels[j]} ({counts[j]} frames)" for j in np.flatnonzero(counts)]
+        more = f" and {len(named) - _MAX_LISTED} more" if len(named) > _MAX_LISTED else ""
+        warnings.warn(f"{source}: markers at exactly (0, 0, 0), read as gaps: {', '.join(named[:_MAX_LISTED])}{more} "
+                      "(zeros_as_gaps=False reads them as positions)", stacklevel=2)  # fmt: skip
     markers = Markers(
         rate=rate,
         time=data[:, 1],

@@ -548,9 +548,9 @@ def test_c3d_moment_channels_in_other_units_than_the_extraction_assumes(tmp_path
         units = list(c["parameters"]["ANALOG"]["UNITS"]["value"])
         c["parameters"]["ANALOG"]["UNITS"]["value"] = [moment_units if u.strip() == "Nmm" else u for u in units]
     c.write(str(tmp_path / "units.c3d"))
-    assert point_units == "m" or "Nmm" in io.read_c3d(GAIT_C3D, warn_gaps=False).analog_units  # the edit bites
     with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
+        warnings.simplefilter("ignore")  # the file's duplicate marker labels
+        assert point_units == "m" or "Nmm" in io.read_c3d(GAIT_C3D, warn_gaps=False).analog_units  # the edit bites
         with pytest.raises(ValueError, match=r"units\.c3d, force platform 1: its moment channel \S+ \(analog channel "
                                              r"\d+\) is in 'N ?mm?' \(ANALOG:UNITS\), but .* computes its moments in "):  # fmt: skip
             io.read_c3d(tmp_path / "units.c3d", warn_gaps=False)
@@ -587,3 +587,29 @@ def test_c3d_to_trc_round_trip(gait, tmp_path):
     assert back.labels == trial.markers.labels
     np.testing.assert_allclose(back.xyz, trial.markers.xyz, rtol=0, atol=1e-9)
     assert back.gaps() == trial.markers.gaps()
+
+
+def test_trc_marker_at_exactly_zero_is_a_gap(tmp_path):
+    # some exporters write a gap as 0 0 0: read as a position at the lab's origin,
+    # three such frames in a stance turned the ankle by 10 degrees, silently
+    text = TRC_MM.replace("2\t0.02\t110.0\t21.5\t-2.0", "2\t0.02\t0\t0.000\t-0")
+    path = write(tmp_path, "walk.trc", text)
+    with pytest.warns(UserWarning, match=r"walk\.trc: markers at exactly \(0, 0, 0\), read as gaps: RHEE \(1 frames\)"):
+        got = io.read_trc(path, warn_gaps=False)
+    assert np.isnan(got.xyz[1, 0]).all() and np.isfinite(got.xyz[[0, 2]]).all() and np.isfinite(got.xyz[:, 1]).all()
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        kept = io.read_trc(path, warn_gaps=False, zeros_as_gaps=False)
+    np.testing.assert_array_equal(kept.xyz[1, 0], 0.0)
+    # one or two zero coordinates are a position
+    path = write(tmp_path, "walk.trc", TRC_MM.replace("2\t0.02\t110.0\t21.5\t-2.0", "2\t0.02\t0\t0\t-2.0"))
+    np.testing.assert_allclose(io.read_trc(path, warn_gaps=False).xyz[1, 0], [0.0, 0.0, -2e-3])
+
+
+@pytest.mark.parametrize("encoding", ["utf-16", "utf-16-be"])
+def test_trc_in_utf16_with_its_byte_order_mark(tmp_path, encoding):
+    # Windows' "Unicode" text: before, "line 1: expected 'PathFileType', got 'ÿþP\x00a...'"
+    path = tmp_path / "walk.trc"
+    data = TRC_MM.encode(encoding)
+    path.write_bytes(data if encoding == "utf-16" else b"\xfe\xff" + data)
+    np.testing.assert_allclose(io.read_trc(path, warn_gaps=False).xyz, XYZ_M, rtol=0, atol=1e-15)
