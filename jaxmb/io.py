@@ -35,6 +35,7 @@ from __future__ import annotations
 import dataclasses
 import math
 import os
+import re
 import stat
 import struct
 import sys
@@ -389,6 +390,11 @@ def _number(text: str, source: str, line: int, column: int, label: str) -> float
         ) from None
 
 
+# NaN as C runtimes print it: "-nan(ind)" (MSVC's printf), "1.#QNAN", "-1.#IND" (older
+# MSVC); C's strtod, which OpenSim reads with, takes the first
+_C_NAN = re.compile(r"[+-]?(nan(\([0-9a-z_]*\))?|1\.#(qnan|snan|ind)0*)", re.IGNORECASE)
+
+
 def _parse_row(fields: list, source: str, line: int, labels: list, empty_is_nan: bool) -> np.ndarray:
     """Floats of one row of fields; an error names the line, column and label."""
     try:
@@ -397,6 +403,9 @@ def _parse_row(fields: list, source: str, line: int, labels: list, empty_is_nan:
         return np.array(fields, dtype=float)
     except ValueError:
         pass
+    spelled = [("nan" if _C_NAN.fullmatch(f.strip()) else f) for f in fields]
+    if spelled != fields:
+        return _parse_row(spelled, source, line, labels, empty_is_nan)
     # Find the offending field for the message.
     for j, text in enumerate(fields):
         if empty_is_nan and not text.strip():
@@ -740,8 +749,9 @@ def read_trc(path, *, warn_gaps: bool = True, zeros_as_gaps: bool = True) -> Mar
             disagrees with ``NumMarkers`` / ``NumFrames``, a row with the wrong number
             of fields, a value that is not a number, an infinite coordinate, a marker
             with one or two of its three coordinates empty (a gap leaves all three
-            empty: a row missing a value; a coordinate written as ``nan`` is read
-            as a gap of its marker, all three NaN), a Time column that is not finite or does
+            empty: a row missing a value; a coordinate written as ``nan``, or as C
+            runtimes print NaN, ``-nan(ind)``, ``1.#QNAN``, is read as a gap of its
+            marker, all three NaN), a Time column that is not finite or does
             not advance by 1/``DataRate`` (on average within 0.1 %, and at every row
             within half a frame), an empty file.
     """

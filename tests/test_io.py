@@ -613,3 +613,18 @@ def test_trc_in_utf16_with_its_byte_order_mark(tmp_path, encoding):
     data = TRC_MM.encode(encoding)
     path.write_bytes(data if encoding == "utf-16" else b"\xfe\xff" + data)
     np.testing.assert_allclose(io.read_trc(path, warn_gaps=False).xyz, XYZ_M, rtol=0, atol=1e-15)
+
+
+@pytest.mark.parametrize("spelling", ["-nan(ind)", "nan(snan)", "1.#QNAN", "-1.#IND", "-1.#IND00", "NaN"])
+def test_nan_as_c_runtimes_print_it(tmp_path, spelling):
+    # MSVC's printf writes NaN as -nan(ind) (older ones 1.#QNAN, -1.#IND); C's strtod
+    # (OpenSim's reader) takes it; before: "'-nan(ind)' is not a number"
+    path = write(tmp_path, "walk.trc", TRC_MM.replace("2\t0.02\t110.0\t21.5\t-2.0", f"2\t0.02\t{spelling}\t21.5\t-2.0"))
+    got = io.read_trc(path, warn_gaps=False)
+    assert np.isnan(got.xyz[1, 0]).all() and np.isfinite(got.xyz[1, 1]).all()
+    lines = FORCES.split("\n")
+    lines[7] = lines[7].replace("720.0", spelling)
+    assert np.isnan(io.read_forces(write(tmp_path, "walk.forces", "\n".join(lines))).force).sum() == 1
+    # what only looks like one stays an error
+    lines[7] = lines[7].replace(spelling, "nan(x")
+    expect_error(write(tmp_path, "walk.forces", "\n".join(lines)), r"'nan\(x' is not a number", io.read_forces)
