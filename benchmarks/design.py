@@ -69,6 +69,12 @@ arrays, and the kernel's private helpers on its internal (dof, B) layout).
    each gradient's run time, with the 3-chain's inverse and forward dynamics at 1e5
    samples: how much of the compile is code generation, and what each setting costs
    at run time; about 2 minutes.
+14. ``sincos_guard``: what :func:`jaxmb.batch.sincos`'s range guard costs (NaN
+   beyond ``SINCOS_LIMIT``, against the form before it, kept here as
+   ``_sincos_unguarded``; a quadrant in floating point, which would allow a float64
+   limit of 2^50 rad, cost 5 % of the float64 inverse dynamics in two runs):
+   the function alone on 4e6 angles, and ``jax.jit`` of the 3-chain's inverse and
+   forward dynamics at 1e6 samples, float64 and float32, alternated, 15 rounds.
 
 Run: ``python -m benchmarks.design [--quick] [--only gradient_parts,gradient_compile_parts]``
 (about 5 minutes, and about 1 more for sections 8 and 9: 40 s for section 8 at 20:58
@@ -573,9 +579,72 @@ def reverse_form(log=print) -> list:
     return rows
 
 
+def _sincos_unguarded(x):
+    """jaxmb.batch.sincos as it was before its range guard (commit 6815b81): an int32
+    quadrant (which overflowed from |x| = 3.4e9 rad) and no NaN beyond the limit."""
+    import math
+
+    import jax.numpy as jnp
+    from jaxmb import batch as jb
+
+    bits, parts = (64, jb._PIO2_F64) if x.dtype == jnp.float64 else (32, jb._PIO2_F32)
+    c1, c2, c3 = parts
+    k = jnp.floor(x * (2.0 / math.pi) + 0.5)
+    r = ((x - k * c1) - k * c2) - k * c3
+    r2 = r * r
+    sin_r = r + r * r2 * jb._horner(jb._SIN[bits], r2)
+    cos_r = 1.0 + r2 * jb._horner(jb._COS[bits], r2)
+    kq = k.astype(jnp.int32)
+    odd = (kq & 1) == 1
+    s = jnp.where(odd, cos_r, sin_r)
+    c = jnp.where(odd, sin_r, cos_r)
+    return jnp.where(((kq + 1) & 2) == 2, -c, c), jnp.where((kq & 2) == 2, -s, s)
+
+
+def sincos_guard(log=print, rounds: int = 15) -> list:
+    """Section 14: the range guard's cost, the function alone and in the kernels."""
+    import jax
+    import jax.numpy as jnp
+
+    import jaxmb
+    from jaxmb import batch as jb
+
+    rows = []
+    chain = common.chain_model(3)
+    for dtype in (np.float64, np.float32):
+        x = jnp.asarray(np.random.default_rng(0).uniform(-10, 10, 4_000_000).astype(dtype))
+        args = tuple(jax.device_put(a) for a in common.states(chain, 10**6, seed=3, dtype=dtype))
+        forms = {"guarded": jb.sincos, "unguarded": jax.custom_jvp(_sincos_unguarded)}
+        forms["unguarded"].defjvp(lambda p, t: (forms["unguarded"](*p), (-forms["unguarded"](*p)[1] * t[0],
+                                                                      forms["unguarded"](*p)[0] * t[0])))  # fmt: skip
+        cases = {}
+        try:
+            for form, fn in forms.items():
+                jb.sincos = fn
+                jax.clear_caches()
+                alone = jax.jit(lambda x: sum(jb.sincos(x))).lower(x).compile()
+                inv = jax.jit(lambda *a: jaxmb.inverse_dynamics(chain, *a)).lower(*args).compile()
+                fwd = jax.jit(lambda *a: jaxmb.forward_dynamics(chain, *a)).lower(*args).compile()
+                cases[f"sincos {form}"] = lambda c=alone: common.block(c(x))
+                cases[f"ID {form}"] = lambda c=inv: common.block(c(*args))
+                cases[f"FD {form}"] = lambda c=fwd: common.block(c(*args))
+        finally:
+            jb.sincos = forms["guarded"]
+            jax.clear_caches()
+        t = common.alternate(cases, rounds)
+        for what in ("sincos", "ID", "FD"):
+            g, u = t[f"{what} guarded"]["median"], t[f"{what} unguarded"]["median"]
+            row = {"dtype": np.dtype(dtype).name, "what": what, "guarded_ms": g * 1e3, "unguarded_ms": u * 1e3,
+                   "ratio": g / u, "timings": {k: v for k, v in t.items() if k.startswith(what)}}  # fmt: skip
+            rows.append(row)
+            log(f"sincos_guard {row['dtype']} {what:6s} guarded {g * 1e3:8.2f} ms  unguarded {u * 1e3:8.2f} ms  "
+                f"ratio {g / u:.3f}")  # fmt: skip
+    return rows
+
+
 SECTIONS = ("reductions", "adjoint_size", "solvers", "assembly", "in_loop", "gait_filter", "gait_padlen", "gait_parts",
             "gradient_parts", "gradient_compile_parts", "reverse_form", "adjoint_reduction",
-            "kernel_crossover", "compile_backend")  # fmt: skip
+            "kernel_crossover", "compile_backend", "sincos_guard")  # fmt: skip
 
 # One child process of compile_backend: the gradients w.r.t. the model of the human's
 # inverse dynamics, forward dynamics and a 10-step simulate (B = 1e3, per-sample
@@ -761,6 +830,7 @@ def main(argv=None):
         "adjoint_reduction": adjoint_reduction,
         "kernel_crossover": kernel_crossover,
         "compile_backend": compile_backend,
+        "sincos_guard": sincos_guard,
     }
     for name in SECTIONS:
         if only is None or name in only:

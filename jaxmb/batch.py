@@ -119,8 +119,11 @@ _PIO2_F32 = (
 # |x| (rad) up to which :func:`sincos` is accurate to half the spacing of the floats
 # near x (measured against NumPy's float64 sin and cos: tests/test_batch.py); beyond,
 # its result is NaN. float32: k = round(2x/pi) stays an exact integer (< 2^24);
-# float64: k pi/2's rounding stays below half the spacing near x.
-SINCOS_LIMIT = {64: 2.0**50, 32: 2.0**24}
+# float64: k fits the int32 of the quadrant (the reduction itself stays within half
+# the spacing near x up to about 2^50 rad, but an int64 quadrant or one in floating
+# point cost 5 % of the 3-chain's inverse dynamics: python -m benchmarks.design
+# --only sincos_guard).
+SINCOS_LIMIT = {64: 2.0**31, 32: 2.0**24}
 
 
 def _taylor(odd: bool, degree: int):
@@ -152,7 +155,7 @@ def sincos(x):
     Float64 is accurate to about 1 ulp of the result for |x| < 1.6e6 rad, float32
     for |x| < 3e3 rad; beyond, the reduction's k pi/2 is rounded and the error grows
     to half the spacing of the floats near x (the input's own resolution: 0.06 rad
-    at 1e6 rad in float32) up to :data:`SINCOS_LIMIT` (float64 2^50 rad, float32
+    at 1e6 rad in float32) up to :data:`SINCOS_LIMIT` (float64 2^31 rad, float32
     2^24 rad). Beyond that limit the result is NaN, not a number outside [-1, 1]
     (the public functions refuse such angles in concrete inputs). Other float
     dtypes use ``jnp.cos`` and ``jnp.sin``.
@@ -176,17 +179,17 @@ def sincos(x):
     r2 = r * r
     sin_r = r + r * r2 * _horner(_SIN[bits], r2)
     cos_r = 1.0 + r2 * _horner(_COS[bits], r2)
-    # quadrant: sin(r + k pi/2) = sin r, cos r, -sin r, -cos r for k = 0, 1, 2, 3 (mod 4);
-    # k mod 4 in floating point, exact for an integer k (an int32 k overflowed from
-    # |x| = 3.4e9 rad: a sine of -2)
-    kq = k - 4.0 * jnp.floor(k * 0.25)
-    odd = (kq == 1.0) | (kq == 3.0)
+    # quadrant: sin(r + k pi/2) = sin r, cos r, -sin r, -cos r for k = 0, 1, 2, 3 (mod 4)
+    # (k fits an int32 within the limit)
+    kq = k.astype(jnp.int32)
+    odd = (kq & 1) == 1
     s = jnp.where(odd, cos_r, sin_r)
     c = jnp.where(odd, sin_r, cos_r)
-    s = jnp.where(kq >= 2.0, -s, s)
-    c = jnp.where((kq == 1.0) | (kq == 2.0), -c, c)
-    # beyond the limit r leaves [-pi/4, pi/4] and the polynomials diverge (float32:
-    # sin(1e9) came out as 1.8e14)
+    s = jnp.where((kq & 2) == 2, -s, s)
+    c = jnp.where(((kq + 1) & 2) == 2, -c, c)
+    # beyond the limit, float32's r leaves [-pi/4, pi/4] and the polynomials diverge
+    # (sin(1e9) came out as 1.8e14), and float64's int32 k overflows (a sine of -2
+    # from 3.4e9 rad)
     ok = jnp.abs(x) <= SINCOS_LIMIT[bits]
     return jnp.where(ok, c, jnp.nan), jnp.where(ok, s, jnp.nan)
 

@@ -86,7 +86,7 @@ def test_sincos_large_angles_within_the_input_resolution_then_nan(dtype):
     bits = 64 if dtype == np.float64 else 32
     limit = jb.SINCOS_LIMIT[bits]
     rng = np.random.default_rng(2)
-    mags = [1e3, 1e5, 1e7, 4e9, 1e12, 1e14, limit] if bits == 64 else [1e3, 1e5, 1e6, 1e7, limit]
+    mags = [1e3, 1e5, 1e7, 1e9, limit] if bits == 64 else [1e3, 1e5, 1e6, 1e7, limit]
     x = np.concatenate([rng.uniform(m / 2, m, 4000) * rng.choice([-1, 1], 4000) for m in mags] + [[limit, -limit]])
     x = x[np.abs(x) <= limit].astype(dtype)
     c, s = jax.jit(jb.sincos)(jnp.asarray(x))
@@ -94,7 +94,7 @@ def test_sincos_large_angles_within_the_input_resolution_then_nan(dtype):
     half = 0.5 * np.spacing(np.abs(x)).astype(np.float64) + (4e-16 if bits == 64 else 2e-7)
     assert (np.abs(np.asarray(c, np.float64) - np.cos(xs)) <= half).all()
     assert (np.abs(np.asarray(s, np.float64) - np.sin(xs)) <= half).all()
-    beyond = np.array([np.nextafter(dtype(limit), dtype(np.inf)), -4 * limit, 1e30], dtype)
+    beyond = np.array([np.nextafter(dtype(limit), dtype(np.inf)), -4 * limit, 3.4e9, 1e30], dtype)
     c, s = jax.jit(jb.sincos)(jnp.asarray(beyond))
     assert np.isnan(np.asarray(c)).all() and np.isnan(np.asarray(s)).all()
 
