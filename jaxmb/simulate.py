@@ -70,7 +70,8 @@ def simulate(
       q0, qd0: (..., dof) initial coordinates and velocities (one motion, or a batch
         with any leading shape; the two broadcast).
       tau: generalized forces: a function ``tau(t, q, qd)`` returning an array that
-        broadcasts to ``q`` (a controller, evaluated at every stage of the
+        ends in ``(dof,)`` and broadcasts to ``q`` (not a scalar: a (dof,) array for
+        every state, or ``q``'s shape; a controller, evaluated at every stage of the
         integrator; needs ``steps``. It is traced at every call, so that the Python
         numbers it reads, a gain say, are those of the call, its ``custom_jvp``
         rules included (a ``custom_vjp``'s backward function is known by its name:
@@ -97,7 +98,10 @@ def simulate(
         ``loads`` sees t = t0 + k dt (and the RK4 stages' times between), and the
         result's ``t`` starts at it. For a run that continues another, or one
         backwards from its end (``dt < 0``, ``t0`` the end time), so that a
-        time-dependent controller sees the times it saw forwards.
+        time-dependent controller sees the times it saw forwards. Times are in the
+        state's dtype: in float32 a large ``t0`` makes them coarse (t0 = 3e4 s
+        steps by 2 ms whatever ``dt``), so long time-dependent runs want float64
+        or a small ``t0``.
       gradient: how forward dynamics is differentiated, as in
         :func:`jaxmb.forward_dynamics`: "adjoint" (default; reverse mode only, the
         fastest to compile and run) or "autodiff" (``jax.jvp`` and ``jax.jacfwd``
@@ -421,7 +425,10 @@ def _integrate(model, q0, qd0, tv, lv, dt, t0, *, tk, lk, tfn, lfn, steps, metho
                 raise ValueError(f"{name}(t, q, qd) must return an array ending in {core} that broadcasts to "
                                  f"{lead + core}, got shape {out.shape}")  # fmt: skip
             return out.astype(dtype)
-        return v if kind == "const" else v[k]
+        if kind == "const":
+            return v
+        # an empty profile (steps=0): the scan traces its body once but never runs it
+        return v[k] if v.shape[0] else jnp.zeros(v.shape[1:], v.dtype)
 
     def acc(k, t, q, qd):
         tau_k = jnp.broadcast_to(value(tk, tv, k, t, q, qd, (dof,), "tau"), q.shape)

@@ -266,6 +266,17 @@ def test_scalar_constant_tau_and_zero_steps():
     zero = jaxmb.simulate(model, q0, qd0, 0.0, 1e-3, steps=0)
     assert zero.t.shape == (1,) and zero.q.shape == (1, 2, 2)
     np.testing.assert_array_equal(zero.q[0], q0)
+    # an empty profile over the steps is steps=0 too (before: JAX's IndexError
+    # "index is out of bounds for axis 0 with size 0", from tracing the scan's body)
+    for kw in (dict(tau=np.zeros((0, 2))), dict(tau=0.0, loads=np.zeros((0, 2, 3))),
+               dict(tau=np.zeros((0, 2)), steps=0)):  # fmt: skip
+        empty = jaxmb.simulate(model, q0[0], qd0, dt=1e-3, **kw)
+        assert empty.t.shape == (1,) and empty.q.shape == (1, 2), kw
+        np.testing.assert_array_equal(empty.q[0], q0[0])
+    # the human (its stages as a scan, the state in the caller's layout) alike
+    h = jaxmb.seven_segment_human()
+    empty = jaxmb.simulate(h, np.zeros(h.dof), np.zeros(h.dof), np.zeros((0, h.dof)), 1e-3)
+    assert empty.q.shape == (1, h.dof)
 
 
 def test_dtype_follows_forward_dynamics_and_time_starts_at_zero():
