@@ -316,9 +316,15 @@ def _analyze(trials, skipped=None):
                     raise ValueError(f"{named}: {msg}") from None
                 for i in idx:  # the error names no trial: each alone
                     try:
-                        results[i] = gait.analyze(**trials[i][0], terms=True)
+                        with warnings.catch_warnings(record=True) as caught:
+                            warnings.simplefilter("always")
+                            results[i] = gait.analyze(**trials[i][0], terms=True)
                     except ValueError as e1:
                         _skip(skipped, paths[i], str(e1))
+                        continue
+                    for w in caught:  # its file, as the batch's warnings name theirs
+                        warnings.warn(f"{paths[i]}: {w.message}" if paths[i] else str(w.message), w.category,
+                                      stacklevel=2)  # fmt: skip
                 break
             for b, i in enumerate(idx):
                 results[i] = batch.trial(b)

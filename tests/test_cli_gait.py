@@ -194,6 +194,10 @@ def test_gait_batch_error_naming_no_trial_analyses_each_alone(tmp_path, capsys, 
     err = [ln for ln in capsys.readouterr().err.strip().splitlines() if ": note: " not in ln]
     assert len(err) == 1 and f"{b}: " in err[0] and "too short to filter" in err[0], err
     assert {p.name for p in out.iterdir()} == {"a", "trials.csv", "summary.txt", ".jaxmb-gait.json"}
+    # a's note from its analysis alone names its file, as the batch's notes do
+    assert cli.main(["gait", "--c3d", str(a), str(b), "--cutoff", "1", "--out", ""]) == 1
+    notes = [ln for ln in capsys.readouterr().err.splitlines() if "low-pass" in ln]
+    assert len(notes) == 1 and notes[0].startswith(f"jaxmb gait: note: {a}: a 1 Hz low-pass at 100 Hz settles"), notes
 
 
 def test_several_trials_of_unequal_length_equal_single_analyses():
