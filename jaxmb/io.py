@@ -433,6 +433,20 @@ def _whitespace_rows(lines: list, start: int, columns: list, source: str) -> tup
     return rows, row_lines
 
 
+def _refuse_infinite(data, columns, row_lines, lines, source) -> None:
+    """An infinite value of rows read by :func:`_whitespace_rows` ("inf", or a number
+    beyond float64's range: 3.6e400) is an error naming its line and column: no
+    instrument measures it, and read silently it surfaced far from the file (jaxmb
+    gait: "cannot find the vertical"). NaN stays a gap."""
+    infinite = np.argwhere(np.isinf(data))
+    if infinite.size:
+        r, c = (int(v) for v in infinite[0])
+        raise ValueError(
+            f"{source}, line {row_lines[r]}, column {c + 1} ({columns[c]}): an infinite value "
+            f"({lines[row_lines[r] - 1].split()[c]!r}); a gap is NaN"
+        )
+
+
 def _header_number(text: str, where: str, kind):
     """A number of a file's header: ``kind`` int, a non-negative integer (a count), or
     float, a positive finite number (a rate). ``where`` names the file, the line and
@@ -1093,13 +1107,6 @@ def read_forces(path) -> ForcePlates:
             f"{source}, line {header_line['NumberOfSamples']}: NumberOfSamples=0: the file holds no samples"
         )
     data = np.array(rows, dtype=float).reshape(n_samples, len(columns))
-    infinite = np.argwhere(np.isinf(data))
-    if infinite.size:  # "inf", or a number beyond float64 (3.6e400): no plate measures it
-        r, c = (int(v) for v in infinite[0])
-        raise ValueError(
-            f"{source}, line {row_lines[r]}, column {c + 1} ({columns[c]}): an infinite value "
-            f"({lines[row_lines[r] - 1].split()[c]!r}); a gap in a .forces file is NaN"
-        )
     sample = data[:, 0]
     fractional = np.flatnonzero(~(np.isfinite(sample) & (sample == np.round(sample))))
     if fractional.size:  # 1.5, 2.5, ... would shift every time by half a sample
@@ -1114,6 +1121,7 @@ def read_forces(path) -> ForcePlates:
             f"{source}, line {row_lines[j + 1]}: sample numbers are not consecutive: "
             f"{sample[j]:g} then {sample[j + 1]:g}"
         )
+    _refuse_infinite(data, columns, row_lines, lines, source)  # after the sample numbers' own checks
     per_plate = data[:, take].reshape(n_samples, n_plates, len(names))
     return ForcePlates(
         rate=rate,
@@ -1269,7 +1277,8 @@ def _read_opensim_table(path) -> Table:
                 f"{source}: {len(rows)} data rows, header field {lowered['nrows']} says {n_rows}"
             )
     data = np.array(rows, dtype=float).reshape(len(rows), len(columns))
-    _check_increasing(data[:, 0], source, row_lines)
+    _check_increasing(data[:, 0], source, row_lines)  # its time first: "time inf is not a finite number"
+    _refuse_infinite(data, columns, row_lines, lines, source)
     other = {
         k: v for k, v in header.items() if k.lower() not in _COUNTED
     }
@@ -1310,7 +1319,9 @@ def read_mot(path) -> Table:
             ``endheader``, a first column other than ``time``, a row with the wrong
             number of fields, a value that is not a number, a count that is not a
             non-negative integer or disagrees with the data (``nRows`` /
-            ``nColumns``), or a time that is not finite, repeats or goes back.
+            ``nColumns``), an infinite value (``inf``, or a number beyond float64's
+            range; NaN is read as NaN), or a time that is not finite, repeats or
+            goes back.
     """
     return _read_opensim_table(path)
 

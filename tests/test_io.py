@@ -269,7 +269,7 @@ def test_forces_round_trip(tmp_path):
         # an infinite value (before: read silently; jaxmb gait then said "cannot find
         # the vertical", naming no file)
         (lambda ls: ls.__setitem__(7, ls[7].replace("720.0", "inf")),
-         r"line 8, column 4 \(FZ1\): an infinite value \('inf'\); a gap in a \.forces file is NaN"),
+         r"line 8, column 4 \(FZ1\): an infinite value \('inf'\); a gap is NaN"),
         (lambda ls: ls.__setitem__(7, ls[7].replace("720.0", "3.6e400")), r"line 8, column 4 \(FZ1\): an infinite value"),
         (lambda ls: ls.__delitem__(slice(0, len(ls))), r"walk\.forces: the file is empty"),
         (lambda ls: ls.__setitem__(slice(0, len(ls)), ["", "  ", ""]), r"walk\.forces: the file is empty"),
@@ -377,6 +377,9 @@ def test_mot_round_trip(tmp_path):
         (lambda ls: ls.__setitem__(8, "0.01\t11.0"), r"line 9: expected 3 fields, got 2"),
         (lambda ls: ls.__setitem__(9, "0.02\t12.0\tx"), r"line 10, column 3 \(knee_angle_r\): 'x' is not a number"),
         (lambda ls: ls.__setitem__(2, "nRows=three"), r"line 3: header field nRows = 'three' is not a non-negative integer"),
+        # an infinite value (before: read silently as inf)
+        (lambda ls: ls.__setitem__(9, "0.02\t12.0\t1e400"),
+         r"line 10, column 3 \(knee_angle_r\): an infinite value \('1e400'\); a gap is NaN"),
     ],
 )
 def test_mot_malformed(tmp_path, edit, pattern):
