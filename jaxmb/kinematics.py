@@ -127,7 +127,7 @@ def check_finite(x, name: str, angles_from: int | None = None):
                 f"{name} has an angle of {a[where]:.6g} rad at index {where if len(where) > 1 else where[0]}: "
                 f"beyond +-{limit:.6g} rad ({'float32' if f32 else 'float64'}) the floats near it are too far "
                 "apart to give its sine and cosine; wrap the angles (e.g. (q + pi) % (2 pi) - pi)"
-                + (" or compute in float64 (jax.config.update('jax_enable_x64', True), float64 arrays)" if f32 else "")
+                + (" or compute in float64 (JAX's 64-bit mode and float64 arrays)" if f32 else "")
             )
 
 
