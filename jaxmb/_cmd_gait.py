@@ -205,9 +205,17 @@ def _load_one(args, mapping, path=None):
     (``mapping``: the parsed --marker options, None for Plug-in-Gait's labels)."""
     from . import gait, io
 
+    caught = []
+
+    def notes():
+        for w in caught:
+            print(f"jaxmb gait: note: {w.message}", file=sys.stderr)
+
     try:
-        # the readers' warnings (renamed duplicate labels, a Latin-1 file) as notes of
-        # the command, not Python's warning lines with a source path
+        # the readers' warnings (renamed duplicate labels, a Latin-1 file, zeros read
+        # as gaps) as notes of the command, not Python's warning lines with a source
+        # path; before an error too, which they may explain (a marker "missing" in
+        # frames that a TRC file fills with zeros)
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always")
             if path is not None:
@@ -223,10 +231,10 @@ def _load_one(args, mapping, path=None):
     except ImportError as e:
         raise InputError(str(e)) from None
     except (OSError, ValueError, KeyError) as e:
+        notes()
         raise InputError(_message(e).replace(gait._MAPPING_HINT, "(name the markers with --marker "
                                              "JOINT=LABEL[,LABEL...])")) from None  # fmt: skip
-    for w in caught:
-        print(f"jaxmb gait: note: {w.message}", file=sys.stderr)
+    notes()
     if plates is None or plates.force.shape[1] == 0:
         raise InputError(f"{name} has no force plates: the moments need the ground reaction force")
     if sg.stance is None:

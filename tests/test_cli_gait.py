@@ -370,6 +370,16 @@ def test_gait_trc_errors_name_the_files(tmp_path, capsys):
     # the reader's warning as a note of the command
     assert re.search(r"^jaxmb gait: note: .*walk\.trc, line 1: not UTF-8 text \(byte 0xe9\); read as Latin-1",
                      capsys.readouterr().err, re.M)  # fmt: skip
+    # a marker written as zeros in the stance: read as a gap, and the note saying so
+    # comes before the error it explains (the notes were printed after a successful
+    # load only)
+    xyz = trial.markers.xyz.copy()
+    xyz[230:233, trial.markers.labels.index("RTOE")] = 0.0
+    io.write_trc(trc, trial.markers.replace(xyz=xyz))
+    assert cli.main(["gait", "--trc", str(trc), "--forces", str(forces), "--out", ""]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 2 and "walk.trc: markers at exactly (0, 0, 0), read as gaps: RTOE (3 frames)" in err[0], err
+    assert err[1].startswith("jaxmb gait: error: ") and "RTOE missing at 2.300-2.320 s (frames 231-233)" in err[1], err
 
 
 @pytest.mark.parametrize("command", ["gait", "identify", "optimal", "reach"])
