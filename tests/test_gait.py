@@ -325,8 +325,22 @@ def test_anthropometric_segments_from_body_mass(running):
     kw = _decimated(running)
     del kw["segments"]
     r = gait.analyze(**kw, body_mass=70.0)
-    # Dempster via Winter: thigh 0.100, leg 0.0465, foot 0.0145 of the body mass
-    np.testing.assert_allclose(r.segments["mass"], 70.0 * np.array([0.100, 0.0465, 0.0145]), rtol=1e-9)
+    # Dempster via Winter (Biomechanics and Motor Control of Human Movement, table 4.1;
+    # shared/data/anthropometry/dempster_winter.tsv), typed in here: mass fraction of
+    # the body, centre of mass from the proximal end and radius of gyration about it,
+    # as fractions of the segment length; thigh, leg, foot
+    mass = np.array([0.100, 0.0465, 0.0145])
+    com = np.array([0.433, 0.433, 0.50])
+    gyration = np.array([0.323, 0.302, 0.475])
+    L = np.asarray(r.segments["length"])
+    # each length is the mean distance between the (filtered) joint centres: within
+    # 0.1 % of the raw markers' (hip-knee, knee-ankle, ankle-toe)
+    pts = [np.asarray(kw[k]) for k in ("hip", "knee", "ankle", "toe")]
+    raw = [np.mean(np.linalg.norm(b - a, axis=-1)) for a, b in zip(pts, pts[1:])]
+    np.testing.assert_allclose(L, raw, rtol=1e-3)
+    np.testing.assert_allclose(r.segments["mass"], 70.0 * mass, rtol=1e-9)
+    np.testing.assert_allclose(r.segments["com"], com * L, rtol=1e-9)
+    np.testing.assert_allclose(r.segments["inertia"], 70.0 * mass * (gyration * L) ** 2, rtol=1e-9)
     assert r.moments_per_kg.shape == r.moments.shape
 
 
