@@ -727,6 +727,41 @@ def test_standard_errors_when_one_data_kind_is_far_more_precise():
     np.testing.assert_allclose(res.stderr_physical.reshape(-1), se, rtol=1e-3)
 
 
+def test_standard_errors_of_a_short_record_use_n_minus_p():
+    # sigma not given: the noise variance is the residual sum of squares over N - p
+    # (N values, p free parameters), the textbook estimate, and the covariance
+    # s^2 (J^T J)^-1 with J from central differences of the public joint_moments at
+    # the fit. With 4 frames (N = 12) and p = 6 the correction is sqrt(12 / 6) = 1.41,
+    # which the longer records of the other tests (N from 180, bias under 4 %) do not
+    # resolve: dividing by N instead of N - p passed them all
+    m, rng, (q, qd, qdd) = _arm_and_movement(4, 5)
+    tau = np.asarray(jaxmb.joint_moments(m, q, qd, qdd)) + 0.005 * rng.normal(size=(4, 3))
+    # the centres of mass stay the start model's: m's, with the masses and inertias
+    # started 20 % off
+    start = m.replace(mass=1.2 * m.mass, inertia=0.8 * m.inertia)
+    res = identify.fit(start, q, qd, qdd, moments=tau, free=["mass", "inertia"])
+    assert res.converged and np.isfinite(res.stderr_physical).all()
+    fitted = res.physical  # (3, 4): mass, com along, com across, inertia
+
+    def moments(pv):
+        mm = m.replace(mass=pv[:3], inertia=pv[3:])
+        return np.asarray(jaxmb.joint_moments(mm, q, qd, qdd)).reshape(-1)
+
+    p = np.concatenate([fitted[:, 0], fitted[:, 3]])
+    r = moments(p) - tau.reshape(-1)
+    N, k = r.size, p.size
+    J = []
+    for i in range(k):
+        h = 1e-6 * abs(p[i])
+        e = np.zeros(k)
+        e[i] = h
+        J.append((moments(p + e) - moments(p - e)) / (2 * h))
+    J = np.array(J).T
+    assert np.abs(J.T @ r).max() < 1e-8 * np.abs(J).max() * np.abs(r).max() * N  # at the minimum
+    se = np.sqrt(np.diag(r @ r / (N - k) * np.linalg.inv(J.T @ J)))
+    np.testing.assert_allclose(np.concatenate([res.stderr_physical[:, 0], res.stderr_physical[:, 3]]), se, rtol=1e-3)
+
+
 def test_huber_weighs_each_kind_by_its_robust_spread():
     # 5 % of the moments off by 40 N m (noise 0.5 N m; reactions 3 N): the Huber stage
     # scaled the moments by the least-squares stage's RMS residual (1.9 N m, inflated
