@@ -99,20 +99,23 @@ def test_joint_subsets_match_full():
 
 
 def test_bad_arguments_raise():
+    # each check's own message: JAX raises a ValueError of its own for some of these
+    # (a q of the wrong length fails to broadcast), which a bare raises(ValueError)
+    # would accept with the check gone
     model, q, qd, qdd, loads = _case(4, False, "fixed", "relative")
-    with pytest.raises(ValueError):
-        jaxmb.joint_reactions(model, q, qd, qdd, loads, joints=["nope"])
-    with pytest.raises(ValueError):
-        jaxmb.joint_reactions(model, q, qd, qdd, loads, joints=[5])
-    with pytest.raises(ValueError):
-        jaxmb.joint_reactions(model, q, qd, qdd, loads, joints=[])
-    with pytest.raises(ValueError):
-        jaxmb.joint_reactions(model, q, qd, qdd, loads, frame="local")
-    with pytest.raises(ValueError):
-        jaxmb.joint_reactions(model, q, qd, qdd, loads, method="fast")
-    with pytest.raises(ValueError):
+    cases = [
+        (dict(joints=["nope"]), "unknown segment name 'nope'; the model's segments are"),
+        (dict(joints=[5]), "segment index 5 out of range for a model with 5 segments"),
+        (dict(joints=[]), "joints is empty"),
+        (dict(frame="local"), "frame must be 'world' or 'segment', got 'local'"),
+        (dict(method="fast"), "method must be 'recursive' or 'projection', got 'fast'"),
+    ]
+    for kw, match in cases:
+        with pytest.raises(ValueError, match=match):
+            jaxmb.joint_reactions(model, q, qd, qdd, loads, **kw)
+    with pytest.raises(ValueError, match=r"loads must have shape \(5, 3\) or \(\.\.\., 5, 3\).*got shape \(4, 3\)"):
         jaxmb.joint_reactions(model, q, qd, qdd, loads[:4])
-    with pytest.raises(ValueError):
+    with pytest.raises(ValueError, match=r"q must have shape \(5,\) .*got shape \(2,\)"):
         jaxmb.joint_reactions(model, q[:2], qd, qdd)
 
 
