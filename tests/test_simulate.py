@@ -203,26 +203,33 @@ def test_bad_inputs_raise():
     q0, qd0 = np.zeros(2), np.zeros(2)
     dt = 1e-3
     W = np.zeros((2, 3))
+    # each with its own message (a bare raises(ValueError) would also accept one of
+    # JAX's own errors, with the check gone)
     bad = [
-        dict(q0=np.zeros(3)),  # wrong shape of q0
-        dict(qd0=np.zeros((1, 3))),  # wrong shape of qd0 ((1, 2) would be a batch of one)
-        dict(q0=np.zeros((2, 2)), qd0=np.zeros((3, 2))),  # batches that do not broadcast
-        dict(tau=np.zeros(3), steps=5),  # tau neither (dof,) nor (steps, dof)
-        dict(tau=np.zeros((5, 3))),
-        dict(tau=np.zeros((5, 2)), loads=np.zeros((6, 2, 3))),  # mismatched numbers of steps
-        dict(tau=np.zeros((5, 2)), steps=6),  # steps disagrees with the arrays
-        dict(tau=np.zeros(2)),  # constant tau, no steps
-        dict(tau=lambda t, q, qd: jnp.zeros(2)),  # callable tau, no steps
-        dict(tau=lambda t, q, qd: jnp.zeros(3), steps=5),  # callable returning the wrong shape
-        dict(loads=np.zeros((2, 2)), steps=5),  # loads of the wrong shape
-        dict(loads=lambda t, q, qd: jnp.zeros(3), steps=5),
-        dict(loads=W, steps=5, method="midpoint"),  # unknown integrator
+        (dict(q0=np.zeros(3)), r"q0 must have shape \(2,\) .*got shape \(3,\)"),  # wrong shape of q0
+        # wrong shape of qd0 ((1, 2) would be a batch of one)
+        (dict(qd0=np.zeros((1, 3))), r"qd0 must have shape \(2,\) .*got shape \(1, 3\)"),
+        (dict(q0=np.zeros((2, 2)), qd0=np.zeros((3, 2))), r"q0 \(2, 2\) and qd0 \(3, 2\) do not broadcast"),
+        # tau neither (dof,) nor (steps, dof)
+        (dict(tau=np.zeros(3), steps=5), r"tau must be a function, a constant .*got shape \(3,\)"),
+        (dict(tau=np.zeros((5, 3))), r"tau must be a function, a constant .*got shape \(5, 3\)"),
+        (dict(tau=np.zeros((5, 2)), loads=np.zeros((6, 2, 3))),  # mismatched numbers of steps
+         r"tau and loads have different numbers of steps: \[5, 6\]"),
+        (dict(tau=np.zeros((5, 2)), steps=6), "steps=6 but the arrays over steps have 5"),  # steps disagrees
+        (dict(tau=np.zeros(2)), "steps is required"),  # constant tau, no steps
+        (dict(tau=lambda t, q, qd: jnp.zeros(2)), "steps is required"),  # callable tau, no steps
+        (dict(tau=lambda t, q, qd: jnp.zeros(3), steps=5),  # callable returning the wrong shape
+         r"tau\(t, q, qd\) must return an array ending in \(2,\) .*got shape \(3,\)"),
+        (dict(loads=np.zeros((2, 2)), steps=5), "loads must be a function, a constant"),  # loads of the wrong shape
+        (dict(loads=lambda t, q, qd: jnp.zeros(3), steps=5),
+         r"loads\(t, q, qd\) must return an array ending in \(2, 3\) .*got shape \(3,\)"),
+        (dict(loads=W, steps=5, method="midpoint"), "method must be 'rk4' or 'euler', got 'midpoint'"),
     ]
-    for kw in bad:
+    for kw, match in bad:
         args = dict(q0=q0, qd0=qd0, tau=np.zeros(2))
         args.update(kw)
         q0_, qd0_, tau_ = args.pop("q0"), args.pop("qd0"), args.pop("tau")
-        with pytest.raises(ValueError):
+        with pytest.raises(ValueError, match=match):
             jaxmb.simulate(model, q0_, qd0_, tau_, dt, **args)
 
 
