@@ -282,6 +282,40 @@ def test_seven_segment_human_structure_and_mass(table):
     np.testing.assert_allclose(body.mass[6], 2 * fh, rtol=EXACT)
 
 
+# Typed in from the published tables (not read from the files the library reads):
+# mass fraction, CM from the proximal end and radius of gyration about the CM as
+# fractions of the length; thigh, shank, foot, upper arm. Dempster via Winter
+# (Biomechanics and Motor Control of Human Movement, Table 4.1; lengths 0.245 H,
+# 0.246 H, 0.152 H, 0.186 H, Fig. 4.1); de Leva (J Biomech 29(9), 1996, Table 4,
+# males; radius about the transverse, mediolateral, axis: rotation in the sagittal
+# plane; thigh 422.2, foot 258.1 and upper arm 281.7 mm of a 1741 mm stature).
+_LIMBS = {
+    "dempster": ([0.100, 0.0465, 0.0145, 0.028], [0.433, 0.433, 0.50, 0.436], [0.323, 0.302, 0.475, 0.322],
+                 {1: 0.245, 2: 0.246, 3: 0.152, 5: 0.186}),
+    "deleva_male": ([0.1416, 0.0433, 0.0137, 0.0271], [0.4095, 0.4395, 0.4415, 0.5772], [0.329, 0.246, 0.245, 0.269],
+                    {1: 422.2 / 1741, 3: 258.1 / 1741, 5: 281.7 / 1741}),
+}
+
+
+@pytest.mark.parametrize("table", sorted(_LIMBS))
+def test_seven_segment_limbs_against_the_published_tables(table):
+    # both legs and both arms move together: twice one side's mass and inertia about
+    # the CM (the parallel-axis term of two coincident segments is zero), the CM where
+    # one side's is
+    H, M = 1.75, 70.0
+    body = A.seven_segment_human(H, M, table)
+    mass, com, gyration = (np.array(v) for v in _LIMBS[table][:3])
+    length = _LIMBS[table][3]
+    for i, fraction in length.items():
+        assert float(body.length[i]) == pytest.approx(fraction * H, rel=1e-12), (table, i)
+    idx = [1, 2, 3, 5]
+    L = np.asarray(body.length)[idx]
+    np.testing.assert_allclose(np.asarray(body.mass)[idx], 2 * M * mass, rtol=1e-12)
+    np.testing.assert_allclose(np.asarray(body.com)[idx, 0], com * L, rtol=1e-12)
+    np.testing.assert_allclose(np.asarray(body.com)[idx, 1], 0.0, atol=1e-15)
+    np.testing.assert_allclose(np.asarray(body.inertia)[idx], 2 * M * mass * (gyration * L) ** 2, rtol=1e-12)
+
+
 def test_seven_segment_dempster_trunk_and_head_make_the_trunk_head_neck_row():
     H, M = 1.75, 70.0
     body = A.seven_segment_human(H, M, "dempster")
