@@ -69,6 +69,37 @@ def test_clinical_convention(running, running_result):
         c.to_convention("left-handed")
 
 
+def test_clinical_angles_of_a_constructed_posture():
+    # A leg drawn from chosen clinical angles (subject facing +x, y up): the thigh
+    # swung forward from the downward vertical by the hip flexion, the shank swung
+    # back from the thigh's line by the knee flexion, the ankle-to-toe line at right
+    # angles to the shank (pointing forward) plus the dorsiflexion, toe up. The
+    # clinical angles come back as drawn, the ankle's zero included (its pi / 2
+    # offset); only the signs were checked before, by a round trip.
+    T = 40
+    t = np.linspace(0.0, 1.0, T)
+    hip_flex = np.deg2rad(30.0 - 40.0 * t)  # 30 deg flexed to 10 deg extended
+    knee_flex = np.deg2rad(5.0 + 55.0 * t)
+    dorsi = np.deg2rad(-15.0 + 25.0 * t)  # plantarflexed to dorsiflexed
+
+    def unit(a):  # direction at angle a counter-clockwise from straight down
+        return np.stack([np.sin(a), -np.cos(a)], -1)
+
+    thigh, shank = hip_flex, hip_flex - knee_flex
+    foot = shank + np.pi / 2 + dorsi
+    hip = np.stack([1.2 * t, np.full(T, 0.9)], -1)
+    knee = hip + 0.42 * unit(thigh)
+    ankle = knee + 0.43 * unit(shank)
+    toe = ankle + 0.15 * unit(foot)
+    r = gait.analyze(hip, knee, ankle, toe, np.zeros((T, 2)), np.zeros(T), 100.0, cutoff=None,
+                     segments={"mass": [7.0, 3.3, 1.0], "inertia": [0.12, 0.05, 0.004], "com": [0.43, 0.43, 0.5]},
+                     convention="clinical")  # fmt: skip
+    np.testing.assert_allclose(r.angles, np.stack([hip_flex, knee_flex, dorsi], -1), atol=1e-12)
+    # and in jaxmb's signs: counter-clockwise, the ankle pi / 2 at right angles
+    j = r.to_convention("jaxmb")
+    np.testing.assert_allclose(j.angles, np.stack([hip_flex, -knee_flex, np.pi / 2 + dorsi], -1), atol=1e-12)
+
+
 def _decimated(running, step=10, n=None):
     sl = slice(0, n, step)
     kw = running.inputs()
