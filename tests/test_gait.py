@@ -100,6 +100,34 @@ def test_clinical_angles_of_a_constructed_posture():
     np.testing.assert_allclose(j.angles, np.stack([hip_flex, -knee_flex, np.pi / 2 + dorsi], -1), atol=1e-12)
 
 
+def test_harrington_hip_centre_of_a_constructed_pelvis():
+    # Harrington et al. (2007), J Biomech 40:595, the hip joint centre in the pelvis
+    # frame (x anterior, y superior, z right; mm): x = -0.24 PD - 9.9,
+    # y = -0.30 PW - 10.9, z = 0.33 PW + 7.3. A pelvis 250 mm wide (ASIS to ASIS)
+    # and 160 mm deep (mid-ASIS to the sacrum), level, walking along the lab's +x with
+    # z up: the right hip is 48.3 mm behind mid-ASIS, 85.9 mm below it and 89.8 mm to
+    # the right, worked out here by hand. Only the sagittal coordinates remain:
+    # forward and up.
+    from jaxmb import io
+
+    T = 30
+    mid = np.stack([0.5 + 1.2 * np.arange(T) / 100.0, np.zeros(T), np.full(T, 1.0)], -1)
+    right = np.array([0.0, -1.0, 0.0])  # walking along +x with z up: the right is -y
+    at = lambda *d: mid + np.array(d)  # noqa: E731
+    labels = ("RASI", "LASI", "VSAC", "RKNE", "RKNE_2", "RANK", "RANK_2", "RTOE", "RHEE")
+    xyz = np.stack([at(*(0.125 * right)), at(*(-0.125 * right)), at(-0.160, 0, 0),
+                    at(0.05, -0.14, -0.52), at(0.05, -0.04, -0.52), at(0.0, -0.13, -0.93),
+                    at(0.0, -0.05, -0.93), at(0.17, -0.09, -0.98), at(-0.05, -0.09, -0.97)], 1)  # fmt: skip
+    markers = io.Markers(rate=100.0, time=np.arange(T) / 100.0, labels=labels, xyz=xyz)
+    sg = gait.sagittal(markers, side="right")
+    np.testing.assert_allclose(sg.axes[0], [1.0, 0.0, 0.0], atol=1e-12)  # forward
+    np.testing.assert_allclose(sg.axes[1], [0.0, 0.0, 1.0], atol=1e-12)  # up
+    want = np.stack([mid[:, 0] - 0.0483, np.full(T, 1.0 - 0.0859)], -1)
+    np.testing.assert_allclose(sg.hip, want, atol=1e-12)
+    # the knee and ankle: the means of their two markers
+    np.testing.assert_allclose(sg.knee, np.stack([mid[:, 0] + 0.05, np.full(T, 0.48)], -1), atol=1e-12)
+
+
 def _decimated(running, step=10, n=None):
     sl = slice(0, n, step)
     kw = running.inputs()
