@@ -346,6 +346,25 @@ def test_force_at_another_rate_is_resampled(running):
     np.testing.assert_allclose(b.moments, a.moments, rtol=1e-12, atol=1e-9)
 
 
+def test_force_at_a_rate_no_multiple_of_the_kinematics_is_interpolated_linearly(running):
+    # 300 Hz force under 200 Hz kinematics: every other kinematic sample falls between
+    # two force samples (weights 1/2), so the interpolation weight is tested, not only
+    # the index (the rates 2:1, 10:1 and 5:1 of the other tests hit force samples
+    # exactly). Unfiltered, the force used is NumPy's linear interpolation.
+    kw = _decimated(running, step=50)  # 200 Hz
+    n = len(kw["force"])
+    t_kin = np.arange(n) / 200.0
+    t10k = np.arange(len(running.force)) / running.rate
+    t300 = np.arange(int((n - 1) * 1.5) + 1) / 300.0
+    f300 = np.stack([np.interp(t300, t10k, running.force[:, j]) for j in range(2)], 1)
+    c300 = np.interp(t300, t10k, running.cop)
+    r = gait.analyze(**{**kw, "force": f300, "cop": c300, "force_rate": 300.0}, cutoff=None, force_cutoff=None,
+                     outputs=("moments", "force", "cop"))  # fmt: skip
+    want = np.stack([np.interp(t_kin, t300, f300[:, j]) for j in range(2)], 1)
+    assert np.abs(want[1::2] - f300[1::3][: len(want[1::2])]).max() > 1.0  # between samples: differs
+    np.testing.assert_allclose(r.force, want, rtol=0, atol=1e-9 * np.abs(want).max())
+
+
 def test_padded_trials_with_a_force_at_another_rate_equal_the_trials_alone(running):
     # padded arrays with frames= and a 1 kHz force under 100 Hz kinematics: the
     # padding (NaN here) is ignored, and each trial's result equals its analysis alone
