@@ -573,6 +573,10 @@ def test_c3d_moments_have_the_normal_walking_pattern(c3d):
     # the ankle's power burst at push-off (A2) is the largest power of the stance
     pw = c.powers_per_kg[slice(*sg.stance)]
     assert np.argmax(pw.max(0)) == 2 and pct[np.argmax(pw[:, 2])] > 0.7
+    # and its size: about 3.5 W/kg at natural cadence (Winter 1991), more when walking
+    # fast as here (about 300 W undivided by the body mass)
+    assert 3.0 <= pw[:, 2].max() <= 6.0, pw[:, 2].max()
+    np.testing.assert_allclose(c.powers_per_kg, c.powers / c.body_mass, rtol=1e-12)
 
 
 def _invdyn2d(prox, dist, com_frac, mass, inertia, rate, f_dist, m_dist, p_force):
