@@ -499,6 +499,32 @@ def test_c3d_force_plates(gait):
     assert np.all(sizes[:, :2] > 0.4) and np.all(sizes[:, :2] < 1.0)
 
 
+def test_c3d_free_moment_from_the_raw_channels(gait):
+    # The free moment recomputed without ezc3d's Tz: each plate's wrench (F, M) from
+    # its raw channels through the file's calibration matrix (TYPE 4, moments in
+    # N mm), in the plate's own axes. About the vertical at the centre of pressure the
+    # moment is T, with M . F = T (F . up) for every reference point (p x F is normal
+    # to F); the subject's wrench is +-(F, M), so its free moment about up is
+    # M . F / |F . up|, and F . up = +-Fz on a level plate. Only the ranges and sizes
+    # were checked before: a flipped sign passed every test.
+    import ezc3d
+
+    trial, _ = gait
+    raw = ezc3d.c3d(str(GAIT_C3D))
+    fp = raw["parameters"]["FORCE_PLATFORM"]
+    assert list(np.asarray(fp["TYPE"]["value"])) == [4, 4]
+    cal = np.asarray(fp["CAL_MATRIX"]["value"], dtype=float)  # (6, 6, plates)
+    channels = np.asarray(fp["CHANNEL"]["value"]) - 1  # (6, plates), 1-based in the file
+    for k in range(2):
+        w = trial.analog[:, channels[:, k]] @ cal[:, :, k].T  # (T, 6): Fx Fy Fz (N), Mx My Mz (N mm)
+        F, M = w[:, :3], w[:, 3:] * 1e-3
+        loaded = np.abs(F[:, 2]) > 100.0
+        want = np.sum(M * F, axis=1)[loaded] / np.abs(F[loaded, 2])
+        got = trial.forces.free_moment[loaded, k]
+        assert np.abs(want).max() > 1.0  # N m: a moment to get the sign of
+        np.testing.assert_allclose(got, want, rtol=0, atol=1e-9)
+
+
 def test_c3d_keep_raw_cop(gait):
     pytest.importorskip("ezc3d")
     with warnings.catch_warnings():
