@@ -72,6 +72,15 @@ def test_aba_float32_stays_finite_near_singular():
     assert acc.dtype == jnp.float32 and np.isfinite(np.asarray(acc)).all()
 
 
+def _forward_case(seed, n, tree, base, coordinates, samples):
+    """A random model, (samples, dof) q, qd, tau and (samples, segments, 3) loads."""
+    rng = np.random.default_rng(seed)
+    model = random_model(rng, n, tree=tree, base=base, coordinates=coordinates)
+    states = [random_state(rng, model) for _ in range(samples)]
+    q, qd, _, loads = (jnp.asarray(np.stack([s[k] for s in states])) for k in range(4))
+    return model, q, qd, jnp.asarray(5.0 * rng.standard_normal(q.shape)), loads, rng
+
+
 @pytest.mark.parametrize("gradient", ["adjoint", "autodiff"])
 @pytest.mark.parametrize("tree,base,coordinates", [
     pytest.param(*p.values, id=p.id, marks=() if p.id == "tree-floating-absolute" else pytest.mark.slow)
@@ -85,11 +94,7 @@ def test_forward_dynamics_model_derivatives(tree, base, coordinates, gradient):
     # over reverse against central differences, with per-sample loads.
     import jax
 
-    rng = np.random.default_rng(61)
-    model = random_model(rng, 3, tree=tree, base=base, coordinates=coordinates)
-    states = [random_state(rng, model) for _ in range(3)]
-    q, qd, _, loads = (jnp.asarray(np.stack([s[k] for s in states])) for k in range(4))
-    tau = jnp.asarray(5.0 * rng.standard_normal(q.shape))
+    model, q, qd, tau, loads, _ = _forward_case(61, 3, tree, base, coordinates, 3)
 
     @jax.jit
     def f(mass, gravity):
@@ -123,11 +128,7 @@ def test_forward_dynamics_gradient_of_every_model_parameter(gradient):
     # each other would not catch an error in it.
     import jax
 
-    rng = np.random.default_rng(63)
-    model = random_model(rng, 4, tree=True, base="floating", coordinates="relative")
-    states = [random_state(rng, model) for _ in range(3)]
-    q, qd, _, loads = (jnp.asarray(np.stack([s[k] for s in states])) for k in range(4))
-    tau = jnp.asarray(5.0 * rng.standard_normal(q.shape))
+    model, q, qd, tau, loads, rng = _forward_case(63, 4, True, "floating", "relative", 3)
 
     @jax.jit
     def f(m):
@@ -164,11 +165,7 @@ def test_forward_dynamics_state_derivatives(gradient):
     # gradient), on the floating-base absolute tree with per-sample loads.
     import jax
 
-    rng = np.random.default_rng(62)
-    model = random_model(rng, 3, tree=True, base="floating", coordinates="absolute")
-    states = [random_state(rng, model) for _ in range(2)]
-    q, qd, _, loads = (jnp.asarray(np.stack([s[k] for s in states])) for k in range(4))
-    tau = jnp.asarray(5.0 * rng.standard_normal(q.shape))
+    model, q, qd, tau, loads, rng = _forward_case(62, 3, True, "floating", "absolute", 2)
     assert jb._plan(model, "auto", None, 2)[0] == "unrolled"  # the split applies
 
     @jax.jit
