@@ -33,6 +33,37 @@ def test_gait_default_writes_every_result_and_meets_the_targets(tmp_path, capsys
     assert set(rows) == {"hip", "knee", "ankle"}
     for joint, (m_lim, f_lim) in {"hip": (0.24, 0.1), "knee": (0.13, 0.03), "ankle": (0.02, 0.08)}.items():
         assert rows[joint][0] <= m_lim and rows[joint][1] <= f_lim, (joint, rows[joint])
+    # the values written, not only the printed summary: each file read back against
+    # the running data's true loads or an identity of its own
+    from jaxmb import gait
+
+    d = gait.running_data()
+
+    def csv(name):
+        return np.loadtxt(out / f"{name}.csv", delimiter=",", skiprows=1)[:, 1:]
+
+    mom, ang, vel, pw = csv("moments"), csv("angles"), csv("velocities"), csv("powers")
+    rea, rea_seg, grf = csv("reactions").reshape(-1, 3, 2), csv("reactions_segment").reshape(-1, 3, 2), csv("ground_reaction")
+    # moments and reaction magnitudes against the truth (the whole file)
+    rms = lambda x: np.sqrt(np.mean(x**2, axis=0))  # noqa: E731
+    assert (rms(mom - d.moments) <= [0.24, 0.13, 0.02]).all(), rms(mom - d.moments)
+    assert (rms(np.linalg.norm(rea, axis=-1) - d.force_magnitudes) <= [0.1, 0.03, 0.08]).all()
+    # power = moment x angular velocity; the velocity is the rate of the angle
+    np.testing.assert_allclose(pw, mom * vel, rtol=0, atol=1e-8 * np.abs(pw).max())
+    np.testing.assert_allclose(np.gradient(ang, 1e-4, axis=0)[5:-5], vel[5:-5], rtol=0, atol=1e-5 * np.abs(vel).max())
+    # the segment-frame reactions are the world-frame ones rotated: the same magnitudes
+    np.testing.assert_allclose(np.linalg.norm(rea_seg, axis=-1), np.linalg.norm(rea, axis=-1), rtol=0, atol=1e-4)
+    # the ground reaction as given (unfiltered), its centre of pressure where the
+    # vertical force exceeds 20 N (held below: gait._COP_FORCE)
+    np.testing.assert_allclose(grf[:, :2], d.force, rtol=0, atol=1e-9)
+    loaded = d.force[:, 1] > 20.0
+    np.testing.assert_allclose(grf[loaded, 2], d.cop[loaded], rtol=0, atol=1e-9)
+    stance = slice(d.heel_strike, d.toe_off + 1)
+    # the ankle's reaction (the shank's force on the foot) nearly balances the ground's
+    # push on the 1 kg foot in stance: opposite senses
+    up = d.force[stance, 1] > 500.0
+    assert np.corrcoef(rea[stance, 2, 1][up], -d.force[stance, 1][up])[0, 1] > 0.99
+    assert (rea[stance, 2, 1][up] < 0).all()
 
 
 def test_gait_c3d(tmp_path, capsys):
@@ -140,6 +171,20 @@ def test_gait_several_c3d_files_in_one_batch(tmp_path, capsys, monkeypatch):
     # the peaks are the single trial's over its stance (the README's figures)
     ankle = table["ankle_moment_max_nm_per_kg"]
     assert ankle[0] == ankle[2] and 1.3 < ankle[0] < 1.9 and abs(ankle[1] - ankle[0]) < 0.2
+    # every peak column of a row from that trial's own files over its stance: moments
+    # per kg (= moments / body mass) and powers / body mass, the rows from start_s on
+    row = table[1]
+    read = lambda name: np.loadtxt(many / "b" / name, delimiter=",", skiprows=1)  # noqa: E731
+    mom, per_kg, pw = read("moments.csv"), read("moments_per_kg.csv"), read("powers.csv")
+    mass = float(row["body_mass_kg"])
+    np.testing.assert_allclose(per_kg[:, 1:], mom[:, 1:] / mass, rtol=1e-4)  # body_mass_kg as printed
+    dt = mom[1, 0] - mom[0, 0]
+    first = int(np.argmin(np.abs(mom[:, 0] - row["start_s"])))
+    st = slice(first, first + int(round(row["stance_s"] / dt)))
+    for k, joint in enumerate(("hip", "knee", "ankle")):
+        np.testing.assert_allclose(
+            [row[f"{joint}_moment_max_nm_per_kg"], row[f"{joint}_moment_min_nm_per_kg"], row[f"{joint}_power_max_w_per_kg"]],
+            [per_kg[st, k + 1].max(), per_kg[st, k + 1].min(), pw[st, k + 1].max() / mass], rtol=1e-3, err_msg=joint)
     assert re.search(r"^a-2\s+1\s+2\.090\s+0\.\d\d\s+\d+\.\d", printed, re.M)
     # folder names stay unique, also without case, when a file is itself called like a renamed repeat
     assert _cmd_gait._unique_names(["a", "a-2", "a", "A"]) == ["a", "a-2", "a-3", "A-4"]
