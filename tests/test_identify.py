@@ -419,6 +419,33 @@ def test_table_prior_table_names_are_checked_and_one_name_is_one_table():
             identify.table_prior(leg, 70.0, floor=floor)
 
 
+def test_table_prior_mean_and_spread_of_three_published_tables():
+    # The thigh of a 1.75 m, 70 kg leg from the three tables' fractions, typed in from
+    # the papers: mass 0.100 / 0.1416 / 0.1478 of the body, CM 0.433 / 0.4095 / 0.3612
+    # of the length from the hip, radius of gyration 0.323 / 0.329 / 0.364 of the
+    # length (Dempster via Winter, Table 4.1; de Leva 1996, Table 4, males / females,
+    # about the transverse axis). The prior's mean is their mean, its sd their sample
+    # standard deviation (ddof 1), the com across the axis 0 +- 0.02 L (the floor).
+    # Only one table, which has no spread, was compared before.
+    leg = jaxmb.three_segment_leg(1.75, 70.0)
+    L, M = float(leg.length[0]), 70.0
+    f_m, f_c, f_k = np.array([0.100, 0.1416, 0.1478]), np.array([0.433, 0.4095, 0.3612]), np.array([0.323, 0.329, 0.364])
+    mass, com, inertia = f_m * M, f_c * L, f_m * M * (f_k * L) ** 2
+    prior = identify.table_prior(leg, M)
+    want_mean = [mass.mean(), com.mean(), 0.0, inertia.mean()]
+    want_sd = [mass.std(ddof=1), com.std(ddof=1), 0.02 * L, inertia.std(ddof=1)]
+    np.testing.assert_allclose(prior.mean[0], want_mean, rtol=1e-12, atol=1e-15)
+    np.testing.assert_allclose(prior.sd[0], want_sd, rtol=1e-12)
+    # around a given model: its values are the mean, the tables give the coefficient of
+    # variation (mass, inertia; never below the floors 0.05 and 0.10) and the com's sd
+    around = identify.table_prior(leg, center=leg)
+    np.testing.assert_allclose(around.mean, identify.to_physical(leg), rtol=1e-12)
+    cv_m, cv_i = mass.std(ddof=1) / mass.mean(), inertia.std(ddof=1) / inertia.mean()
+    assert cv_m > 0.05 and cv_i > 0.10  # the tables' spread, not the floors
+    thigh = identify.to_physical(leg)[0]
+    np.testing.assert_allclose(around.sd[0], [cv_m * thigh[0], com.std(ddof=1), 0.02 * L, cv_i * thigh[3]], rtol=1e-12)
+
+
 def test_table_prior_of_the_seven_segment_human_counts_both_sides():
     """The seven-segment human lumps both legs and both arms, and its trunk and head are
     composites (Dempster gives no radius of gyration for the trunk; de Leva measures
