@@ -1188,6 +1188,23 @@ def test_running_data_recovered_by_the_command_line(tmp_path, capsys):
         if scale:
             assert abs(float(r["start"]) - float(r["true"])) / scale >= 0.09  # the start was off
         assert r["identifiable_from_moments"] == "False"  # no physical parameter alone
+    # the true column is van den Bogert's simulation (the ISB data's segment table, typed
+    # in: masses, inertias about the CM, CM fractions of the marker-to-marker length),
+    # and the fitted and stderr columns are the fit's: fitted - true is the error
+    from jaxmb import gait
+
+    d = gait.running_data()
+    pts = [d.hip, d.knee, d.ankle, d.toe]
+    L = [float(np.mean(np.linalg.norm(b - a, axis=1))) for a, b in zip(pts, pts[1:])]
+    true = {f"{p}[{s}]": v for k, s in enumerate(("thigh", "shank", "foot")) for p, v in (
+        ("mass", [6.85, 2.86, 1.00][k]), ("inertia", [0.145361267, 0.042996389, 0.0200][k]),
+        ("com_along", [0.4323725, 0.4334975, 0.0][k] * L[k]), ("com_across", 0.0))}  # fmt: skip
+    assert sorted(true) == sorted(r["parameter"] for r in rows)
+    for r in rows:
+        assert float(r["true"]) == pytest.approx(true[r["parameter"]], rel=1e-8, abs=1e-12), r
+        # (the columns are written to 10 significant digits)
+        assert float(r["fitted"]) - float(r["true"]) == pytest.approx(float(r["error"]), abs=1e-9 * abs(float(r["true"])) + 1e-12), r
+        assert np.isfinite(float(r["stderr"])) and float(r["stderr"]) > 0, r
     ident = {r["barycentric"]: r["barycentric_identifiable_from_moments"] == "True" for r in rows}
     assert sorted(k for k, v in ident.items() if v) == ["J[foot]", "mx[foot]", "my[foot]", "my[shank]", "my[thigh]"]
     assert (tmp_path / "identify_bands.png").stat().st_size > 1000
