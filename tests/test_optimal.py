@@ -565,6 +565,24 @@ def test_cli_optimal_writes_figure_and_csv(tmp_path, capsys):
     assert (mine / "optimal_workspace.csv").read_text() == "my notes\n"
     rows = (tmp_path / "optimal_reach.csv").read_text().splitlines()
     assert rows[0].startswith("criterion,t_s") and len(rows) == 1 + NODES
+    # the values written: the default reach (-0.25, 0.4) -> (0.25, 0.4) m in 0.5 s by
+    # minimum hand jerk is Flash and Hogan's (1985) straight path, x = x0 + D (10 s^3 -
+    # 15 s^4 + 6 s^5), its speed peaking at 1.875 D / T; the angles put the hand there
+    # (the default arm: two_link_arm(height=1.70, body_mass=70))
+    assert rows[0].split(",") == ["criterion", "t_s", "q1_rad", "q2_rad", "x_m", "y_m", "vx_m_s", "vy_m_s",
+                                  "tau1_Nm", "tau2_Nm"]  # fmt: skip
+    tab = np.loadtxt(tmp_path / "optimal_reach.csv", delimiter=",", skiprows=1, usecols=range(1, 10))
+    t, q, xy, v = tab[:, 0], tab[:, 1:3], tab[:, 3:5], tab[:, 5:7]
+    sn = t / 0.5
+    np.testing.assert_allclose(t[[0, -1]], [0.0, 0.5], atol=1e-12)
+    np.testing.assert_allclose(xy[:, 0], -0.25 + 0.5 * (10 * sn**3 - 15 * sn**4 + 6 * sn**5), atol=2e-3)
+    np.testing.assert_allclose(xy[:, 1], 0.4, atol=2e-3)
+    np.testing.assert_allclose(v[:, 0], 0.5 / 0.5 * (30 * sn**2 - 60 * sn**3 + 30 * sn**4), atol=2e-2)
+    assert abs(v[:, 0].max() - 1.875) < 0.02
+    arm = jaxmb.two_link_arm(height=1.70, body_mass=70.0, gravity=0.0)
+    l1, l2 = float(arm.length[0]), float(arm.length[1])
+    hand = np.stack([l1 * np.cos(q[:, 0]) + l2 * np.cos(q.sum(1)), l1 * np.sin(q[:, 0]) + l2 * np.sin(q.sum(1))], 1)
+    np.testing.assert_allclose(hand, xy, atol=1e-8)
     umask = os.umask(0)
     os.umask(umask)
     for p in tmp_path.iterdir():  # before: 0600 (mkstemp's mode)
