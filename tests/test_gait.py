@@ -550,6 +550,17 @@ def test_c3d_sagittal_frame_and_stance(c3d):
     assert 450 < sg.body_weight < 900
     left = gait.sagittal(trial, side="left")
     assert left.plates == (0,) and left.stance[0] > s0  # the left foot steps later, on the other plate
+    # the stance's frames from ezc3d's own plate force: the marker frames whose times
+    # lie within the contact, the samples where the vertical force exceeds 20 N
+    import ezc3d
+
+    raw = ezc3d.c3d(str(HERE / "data" / "Gait.c3d"), extract_forceplat_data=True)
+    rate_f = float(raw["header"]["analogs"]["frame_rate"])
+    up = np.flatnonzero(np.asarray(raw["data"]["platform"][1]["force"])[2] > 20.0)  # lab z up
+    assert np.all(np.diff(up) == 1)  # one contact
+    t0, t1 = up[0] / rate_f, up[-1] / rate_f
+    inside = np.flatnonzero((sg.time >= t0 - 1e-9) & (sg.time <= t1 + 1e-9))
+    assert sg.stance == (inside[0], inside[-1] + 1), (sg.stance, t0, t1)
 
 
 def test_c3d_moments_have_the_normal_walking_pattern(c3d):
