@@ -749,6 +749,17 @@ def test_monte_carlo_of_a_poorly_determined_parameter_matches_the_delta_method()
     np.testing.assert_allclose(b.parameters[:, 0, 0].mean(), res.physical[0, 0], rtol=0.01)
 
 
+def _central_jacobian(fn, p):
+    """(outputs, len(p)) central differences of fn (a flat array of a flat p), steps
+    1e-6 of each value (of 1e-2 at least)."""
+    cols = []
+    for k in range(len(p)):
+        e = np.zeros(len(p))
+        e[k] = 1e-6 * max(abs(p[k]), 1e-2)
+        cols.append((fn(p + e) - fn(p - e)) / (2 * e[k]))
+    return np.array(cols).T
+
+
 def test_standard_errors_when_one_data_kind_is_far_more_precise():
     # reactions to 1e-4 N against moments to 0.05 N m: every inertia, which only the
     # moments see, had an infinite standard error (a relative rank cut of 1e-6 on
@@ -769,13 +780,7 @@ def test_standard_errors_when_one_data_kind_is_far_more_precise():
         return np.concatenate([np.asarray(jaxmb.joint_moments(mm, q, qd, qdd)).reshape(-1) / sm,
                                np.asarray(jaxmb.joint_reactions(mm, q, qd, qdd)).reshape(-1) / sr])  # fmt: skip
 
-    J = []
-    for k in range(12):
-        h = 1e-6 * max(abs(p[k]), 1e-2)
-        e = np.zeros(12)
-        e[k] = h
-        J.append((data(p + e) - data(p - e)) / (2 * h))
-    J = np.array(J).T
+    J = _central_jacobian(data, p)
     se = np.sqrt(np.diag(np.linalg.inv(J.T @ J)))
     np.testing.assert_allclose(res.stderr_physical.reshape(-1), se, rtol=1e-3)
 
@@ -803,13 +808,7 @@ def test_standard_errors_of_a_short_record_use_n_minus_p():
     p = np.concatenate([fitted[:, 0], fitted[:, 3]])
     r = moments(p) - tau.reshape(-1)
     N, k = r.size, p.size
-    J = []
-    for i in range(k):
-        h = 1e-6 * abs(p[i])
-        e = np.zeros(k)
-        e[i] = h
-        J.append((moments(p + e) - moments(p - e)) / (2 * h))
-    J = np.array(J).T
+    J = _central_jacobian(moments, p)
     assert np.abs(J.T @ r).max() < 1e-8 * np.abs(J).max() * np.abs(r).max() * N  # at the minimum
     se = np.sqrt(np.diag(r @ r / (N - k) * np.linalg.inv(J.T @ J)))
     np.testing.assert_allclose(np.concatenate([res.stderr_physical[:, 0], res.stderr_physical[:, 3]]), se, rtol=1e-3)
