@@ -488,6 +488,19 @@ def _check_increasing(
         )
 
 
+def _refuse_repeated_key(key: str, same: str, value: str, header: dict, header_line: dict, source: str,
+                         line: int) -> None:
+    """A ``key=value`` header field given twice (``same``: the key already read that
+    ``key`` repeats, if any) is an error naming both lines and both values: read into
+    a dict, the last one silently won (a ``.forces`` file's second ``SampleRate``
+    made its times 3x too long)."""
+    if same in header:
+        raise ValueError(
+            f"{source}, lines {header_line[same]} and {line}: header field {key} is given twice "
+            f"({same}={header[same]!r}, then {key}={value!r}): which one holds is unclear"
+        )
+
+
 def _read_lines(path) -> tuple[list, str]:
     """The lines of a text file and its name. UTF-8 (with or without a byte-order
     mark), or UTF-16 with its byte-order mark (Windows' "Unicode" text: read as
@@ -757,8 +770,9 @@ def read_trc(path, *, warn_gaps: bool = True, zeros_as_gaps: bool = True) -> Mar
 
     Raises:
         ValueError: malformed file (a message naming the file and the line or header
-            field): missing header fields, a header values line with more or fewer
-            values than the names above it, a header number that is not finite
+            field): missing header fields, a header field named twice (naming both),
+            a header values line with more or fewer values than the names above it,
+            a header number that is not finite
             (``inf``, ``nan``), unknown units, a label count or row count that
             disagrees with ``NumMarkers`` / ``NumFrames``, a row with the wrong number
             of fields, a value that is not a number, an infinite coordinate, a marker
@@ -782,6 +796,7 @@ def read_trc(path, *, warn_gaps: bool = True, zeros_as_gaps: bool = True) -> Mar
             f"{source}, line 3 has {len(values)} values for {len(keys)} fields "
             f"(line 2: {', '.join(keys)})"
         )
+    _refuse_repeated_trc_keys(keys, values, source)
     header = dict(zip(keys, values))
     for key in ("DataRate", "NumFrames", "NumMarkers", "Units"):
         if key not in header or not header[key]:
@@ -866,6 +881,21 @@ def read_trc(path, *, warn_gaps: bool = True, zeros_as_gaps: bool = True) -> Mar
     if warn_gaps:
         _warn_gaps(markers, source)
     return markers
+
+
+def _refuse_repeated_trc_keys(keys: list, values: list, source: str) -> None:
+    """A header field named twice on a TRC file's line 2 is an error naming both
+    fields and their values on line 3 (zipped into one dict, the second silently
+    won: ``DataRate`` twice, and the times were read at the wrong rate)."""
+    first = {}
+    for j, key in enumerate(keys):
+        if key and key in first:
+            k = first[key]
+            raise ValueError(
+                f"{source}, line 2: header field {key} appears twice (fields {k + 1} and {j + 1}; "
+                f"line 3 gives {values[k]!r} and {values[j]!r}): which one holds is unclear"
+            )
+        first[key] = j
 
 
 def _trim_fields(fields: list) -> list:
@@ -1033,7 +1063,8 @@ def read_forces(path) -> ForcePlates:
 
     Raises:
         ValueError: malformed file (naming the file and the line or field): a missing
-            header field or column, a row with the wrong number of fields, a value that
+            header field or column, a header field given twice (naming both lines),
+            a row with the wrong number of fields, a value that
             is not a number, a header count or rate that is not a finite number
             (``inf``, ``nan``), an infinite value in the data (``inf``, or a number
             beyond float64's range; NaN is read as a gap), sample numbers that are
@@ -1055,6 +1086,7 @@ def read_forces(path) -> ForcePlates:
             if "=" not in text:
                 raise ValueError(f"{source}, line {i + 1}: expected 'key=value' or the '#Sample' header, got {text[:40]!r}")
             key, value = (s.strip() for s in text.split("=", 1))
+            _refuse_repeated_key(key, key, value, header, header_line, source, i + 1)
             header[key] = value
             header_line[key] = i + 1
         i += 1
@@ -1227,6 +1259,10 @@ def _read_opensim_table(path) -> Table:
             continue
         if "=" in text:
             key, value = (s.strip() for s in text.split("=", 1))
+            # the counts and inDegrees are read in any case: nRows and NROWS are one field
+            counted = key.lower() in _COUNTED
+            same = next((k for k in header if counted and k.lower() == key.lower()), key)
+            _refuse_repeated_key(key, same, value, header, header_line, source, i + 1)
             header[key] = value
             header_line[key] = i + 1
         elif name is None and not header and not description:
@@ -1316,7 +1352,9 @@ def read_mot(path) -> Table:
 
     Raises:
         ValueError: malformed file (naming the file and the line or field): no
-            ``endheader``, a first column other than ``time``, a row with the wrong
+            ``endheader``, a header field given twice (naming both lines; ``nRows``,
+            ``nColumns`` and ``inDegrees`` in any case), a first column other than
+            ``time``, a row with the wrong
             number of fields, a value that is not a number, a count that is not a
             non-negative integer or disagrees with the data (``nRows`` /
             ``nColumns``), an infinite value (``inf``, or a number beyond float64's
