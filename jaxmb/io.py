@@ -780,8 +780,9 @@ def read_trc(path, *, warn_gaps: bool = True, zeros_as_gaps: bool = True) -> Mar
             empty: a row missing a value; a coordinate written as ``nan``, or as C
             runtimes print NaN, ``-nan(ind)``, ``1.#QNAN``, is read as a gap of its
             marker, all three NaN), a Time column that is not finite or does
-            not advance by 1/``DataRate`` (on average within 0.1 %, and at every row
-            within half a frame), an empty file.
+            not advance by 1/``DataRate`` (on average within 0.1 % or within the
+            rounding of the times as written: Cortex writes them to 1 ms; and at
+            every row within half a frame), an empty file.
     """
     lines, source = _read_lines(path)
     if len(lines) < 5:
@@ -831,7 +832,7 @@ def read_trc(path, *, warn_gaps: bool = True, zeros_as_gaps: bool = True) -> Mar
 
     n_fields = 2 + 3 * n_markers
     columns = ["Frame#", "Time"] + [f"{label} {c}" for label in labels for c in "XYZ"]
-    rows, row_lines = [], []
+    rows, row_lines, written = [], [], []
     for i in range(5, len(lines)):  # line 5 holds X1 Y1 Z1 ...; data may follow blank lines
         line = lines[i].rstrip("\r")
         if not line.strip():
@@ -853,12 +854,13 @@ def read_trc(path, *, warn_gaps: bool = True, zeros_as_gaps: bool = True) -> Mar
             _check_trc_row(row, fields, source, i + 1, columns, labels)
         rows.append(row)
         row_lines.append(i + 1)
+        written.append(fields[1])
     if len(rows) != n_frames:
         raise ValueError(
             f"{source}: {len(rows)} data rows, header field NumFrames says {n_frames}"
         )
     data = np.array(rows, dtype=float).reshape(n_frames, n_fields)
-    _check_time_column(data[:, 1], rate, source, row_lines)
+    _check_time_column(data[:, 1], rate, source, row_lines, written=written)
     xyz = data[:, 2:].reshape(n_frames, n_markers, 3) * scale
     # a marker with a coordinate written as nan is a gap: all three NaN, as empty
     # fields give it and as write_trc writes gaps (it refuses a partial one)
@@ -934,14 +936,14 @@ def _check_trc_row(row, fields, source, line, columns, labels) -> None:
 def _check_time_column(
     time: np.ndarray, rate: float, source: str, row_lines: list,
     column: str = "the Time column", rate_name: str = "header field DataRate", row: str = "line",
-    rate_short: str = "DataRate",
+    rate_short: str = "DataRate", written: Optional[list] = None,
 ) -> None:
     """The Time column of a TRC file must be finite and advance by 1/DataRate: on
-    average (within 0.1 %: a column rounded to a few decimals still passes) and at
-    every row (within half a frame: a dropped or repeated frame, or a time that goes
-    back, is an error naming its line). :func:`write_trc` checks the times it writes
-    the same way (``column``, ``rate_name``, ``rate_short`` and ``row`` name them in
-    its messages)."""
+    average (within 0.1 %, or within the rounding of the times as ``written``, their
+    text: :func:`_times_fit_rate`) and at every row (within half a frame: a dropped
+    or repeated frame, or a time that goes back, is an error naming its line).
+    :func:`write_trc` checks the times it writes the same way (``column``,
+    ``rate_name``, ``rate_short`` and ``row`` name them in its messages)."""
     bad = np.flatnonzero(~np.isfinite(time))
     if bad.size:
         j = int(bad[0])
@@ -953,11 +955,16 @@ def _check_time_column(
     mean = (time[-1] - time[0]) / (len(time) - 1)
     # a few bad rows (a dropped frame also shifts the average) are named first; a
     # column at another rate throughout gets the average's message
-    if not 0 < bad.size <= len(step) // 2 and not abs(mean * rate - 1.0) <= 1e-3:
+    if (
+        not 0 < bad.size <= len(step) // 2
+        and not abs(mean * rate - 1.0) <= 1e-3
+        and not (written is not None and _times_fit_rate(time, rate, written))
+    ):
         hz = f"{1 / mean:.6g} Hz" if mean else "no time at all"
         raise ValueError(
             f"{source}: {column} advances {mean:.6g} s a frame ({hz}) "
-            f"but {rate_name} = {rate:g} Hz (a frame every {1 / rate:.6g} s)"
+            f"but {rate_name} = {rate:g} Hz (a frame every {1 / rate:.6g} s), by more than "
+            "0.1 % and more than the rounding of the times as written"
         )
     if bad.size:
         j = int(bad[0])
@@ -965,6 +972,38 @@ def _check_time_column(
             f"{source}, {row} {row_lines[j + 1]}: {column} goes from {time[j]:.6g} to "
             f"{time[j + 1]:.6g} s, but {rate_short} = {rate:g} Hz gives a frame every {1 / rate:.6g} s"
         )
+
+
+# a decimal number as written: its digits after the point, its exponent
+_DECIMAL = re.compile(r"[+-]?(?:\d+(?:\.(\d*))?|\.(\d+))(?:[eE]([+-]?\d+))?")
+
+
+def _half_unit(text: str) -> float:
+    """Half a unit in the last digit of a number as written, in its own units: how
+    far its rounding may have moved it (``"0.007"``: 0.0005, ``"1.5e-3"``: 5e-5,
+    ``"12"``: 0.5); 0 for text that is not a plain decimal number."""
+    match = _DECIMAL.fullmatch(text.strip())
+    if not match:
+        return 0.0
+    decimals = len(match.group(1) or match.group(2) or "")
+    exponent = int(match.group(3) or 0) - decimals
+    return 0.5 * 10.0 ** min(exponent, 300)
+
+
+def _times_fit_rate(time: np.ndarray, rate: float, written: list) -> bool:
+    """Whether the times (s) are those of a frame every 1/``rate`` s, each rounded as
+    it is ``written`` (its text): whether some start ``t0`` puts every ``time[j]``
+    within half a unit of its last digit of ``t0 + j / rate``. Cortex writes times
+    to 1 ms: at 150 Hz a 20-frame excerpt from 0 s ends at 0.127 s, not 0.12667 s,
+    a mean step 0.26 % off (the 1 ms of rounding over a span under 1 s can be more
+    than 0.1 %); times that advance at 149 Hz drift from 150 Hz's by 0.045 ms a
+    frame, more than 1 ms of rounding explains within 46 frames. The rate is taken
+    as written (its rounding to four or more digits is within the 0.1 % that the
+    mean step is allowed anyway)."""
+    offset = time - np.arange(len(time)) / rate  # t0 as each time has it
+    rounding = np.array([_half_unit(text) for text in written])
+    roundoff = 1e-12 * (np.abs(time).max() + len(time) / rate)  # of the sums above (s)
+    return bool((offset - rounding).max() <= (offset + rounding).min() + roundoff)
 
 
 def write_trc(path, markers: Markers, *, units: str = "mm", decimals: Optional[int] = None) -> None:
@@ -988,8 +1027,8 @@ def write_trc(path, markers: Markers, *, units: str = "mm", decimals: Optional[i
         ValueError: unknown units; a marker label that is empty, has a tab or a line
             break, or white space at either end (the file could not keep it); a time
             that is not finite, or times that do not advance by 1/``rate`` (as
-            :func:`read_trc` checks them: within 0.1 % on average, half a frame at
-            every frame); an infinite coordinate, or a marker with one or two of its
+            :func:`read_trc` checks them: within 0.1 % on average or within the
+            rounding of the times as written, half a frame at every frame); an infinite coordinate, or a marker with one or two of its
             three coordinates NaN (naming the frame and the marker).
     """
     scale = _scale(units, _LENGTH_UNITS, "length", "write_trc")
@@ -1006,6 +1045,7 @@ def write_trc(path, markers: Markers, *, units: str = "mm", decimals: Optional[i
     _check_time_column(
         time, markers.rate, where, list(range(1, T + 1)),
         column="Markers.time", rate_name="Markers.rate", rate_short="rate", row="frame",
+        written=[repr(float(t)) for t in time],  # as written below: read_trc judges that text
     )
     infinite = np.argwhere(np.isinf(markers.xyz))
     if infinite.size:

@@ -58,7 +58,7 @@ def mot_text(time, values, header=None, fmt="%.8f", end="\n"):
 
 
 RNG = np.random.default_rng(38)
-XYZ = RNG.uniform(-900.0, 900.0, (100, 3))
+XYZ = RNG.uniform(-900.0, 900.0, (120, 3))
 FORCE_ROWS = RNG.uniform(-300.0, 900.0, (30, 7))
 ANGLES = RNG.uniform(-90.0, 90.0, (30, 2))
 
@@ -104,3 +104,57 @@ def test_distinct_header_keys_still_read(tmp_path):
     t = io.read_mot(write(tmp_path, "walk.mot", mot_text(np.arange(30) / 100, ANGLES, header=header)))
     assert t.header == {"version": "1", "Version": "2"}
     np.testing.assert_array_equal(t.values, [[float("%.8f" % v) for v in row] for row in ANGLES])
+
+
+# --------------------------------------------------------------------------------------
+# 4. Cortex's times, rounded to 1 ms
+# --------------------------------------------------------------------------------------
+
+
+def test_trc_cortex_20_frames_at_150_hz_rounded_to_1_ms(tmp_path):
+    # before: "advances 0.00668421 s a frame (149.606 Hz) but header field DataRate = 150 Hz"
+    times = np.arange(20) / 150
+    path = write(tmp_path, "cortex.trc", trc_text(times, XYZ[:20]))
+    written = np.array([float("%.3f" % t) for t in times])
+    assert abs((written[-1] - written[0]) / 19 * 150 - 1) > 1e-3  # what the 0.1 % rule alone refused
+    m = io.read_trc(path)
+    assert m.rate == 150.0
+    np.testing.assert_array_equal(m.time, written)
+    np.testing.assert_array_equal(m.xyz[:, 0], [[float("%.5f" % v) * 1e-3 for v in row] for row in XYZ[:20]])
+    # and write_trc writes back what read_trc read (it checks the times as it writes them)
+    io.write_trc(tmp_path / "back.trc", m)
+    np.testing.assert_array_equal(io.read_trc(tmp_path / "back.trc").time, written)
+
+
+def test_trc_every_short_cortex_excerpt_reads(tmp_path):
+    # excerpts of 2-119 frames of a recording at 150 Hz, times to 1 ms: a third failed
+    recording = np.arange(1000) / 150
+    refused_before = 0
+    for n in range(2, 120, 3):
+        for start in range(0, 800, 199):
+            times = recording[start : start + n]
+            written = np.array([float("%.3f" % t) for t in times])
+            refused_before += abs((written[-1] - written[0]) / (n - 1) * 150 - 1) > 1e-3
+            path = write(tmp_path, "excerpt.trc", trc_text(times, XYZ[:n]))
+            np.testing.assert_array_equal(io.read_trc(path).time, written)
+    assert refused_before > 50  # of 200: the test reads files the old check refused
+
+
+@pytest.mark.parametrize(
+    "n,true_hz,declared,time_fmt",
+    [
+        (100, 149.0, "150", "%.3f"),  # times that really advance at 149 Hz, to 1 ms
+        (20, 149.0, "150", "%.4f"),  # the same over 20 frames, to 0.1 ms
+        (100, 150.0, "151", "%.3f"),  # a declared rate 1 Hz off
+        (20, 150.0, "150.8", "%.6f"),  # 0.5 % off, times to 1 us
+    ],
+)
+def test_trc_wrong_rate_still_refused(tmp_path, n, true_hz, declared, time_fmt):
+    times = np.arange(n) / true_hz
+    path = write(tmp_path, "cortex.trc", trc_text(times, XYZ[:n], rate=declared, time_fmt=time_fmt))
+    written = [float(time_fmt % t) for t in times]
+    mean = (written[-1] - written[0]) / (n - 1)
+    message = (f"cortex.trc: the Time column advances {mean:.6g} s a frame ({1 / mean:.6g} Hz) but header field "
+               f"DataRate = {float(declared):g} Hz")
+    with pytest.raises(ValueError, match=re.escape(message)):
+        io.read_trc(path)
