@@ -419,18 +419,79 @@ def _parse_row(fields: list, source: str, line: int, labels: list, empty_is_nan:
 def _whitespace_rows(lines: list, start: int, columns: list, source: str) -> tuple[list, list]:
     """Parsed rows of whitespace-separated numbers from line index ``start`` on, and
     the (1-based) file line of each; blank lines skipped, a row with the wrong number
-    of fields an error naming its line."""
-    rows, row_lines = [], []
+    of fields an error naming its line, as is a file cut inside its last number
+    (:func:`_refuse_cut_number`)."""
+    rows, row_lines, last = [], [], []
     for i in range(start, len(lines)):
         text = lines[i].strip()
         if not text:
             continue
         fields = text.split()
         if len(fields) != len(columns):
-            raise ValueError(f"{source}, line {i + 1}: expected {len(columns)} fields, got {len(fields)}")
-        rows.append(_parse_row(fields, source, i + 1, columns, empty_is_nan=False))
+            raise ValueError(f"{source}, line {i + 1}: expected {len(columns)} fields, got {len(fields)}"
+                             f"{_cut_hint(lines, i)}")  # fmt: skip
+        rows.append(_parse_last_line_too(fields, source, lines, i, columns, empty_is_nan=False))
         row_lines.append(i + 1)
+        last.append(fields[-1])
+    if rows:
+        _refuse_cut_number(last, lines, row_lines, source, len(columns), columns[-1])
     return rows, row_lines
+
+
+def _cut_hint(lines: list, i: int) -> str:
+    """A note for an error on line index ``i`` when it is the file's last line and
+    has no line break at its end, as a file cut short has it; else ``""``."""
+    if i == len(lines) - 1 and lines[i].strip():
+        return " (the file's last line, without a line break at its end: the file may be truncated)"
+    return ""
+
+
+def _parse_last_line_too(fields: list, source: str, lines: list, i: int, labels: list, empty_is_nan: bool):
+    """:func:`_parse_row` of line index ``i``; its error on a last line without a
+    line break says that the file may be truncated (``1.5e`` cut from ``1.5e+02``)."""
+    try:
+        return _parse_row(fields, source, i + 1, labels, empty_is_nan)
+    except ValueError as error:
+        raise ValueError(f"{error}{_cut_hint(lines, i)}") from None
+
+
+def _number_form(text: str) -> Optional[tuple]:
+    """(digits after the point, digits of the exponent or -1) of a decimal number as
+    written; None for anything else (an empty field, ``nan``)."""
+    match = _DECIMAL.fullmatch(text.strip())
+    if not match:
+        return None
+    exponent = match.group(3)
+    return len(match.group(1) or match.group(2) or ""), len(exponent.lstrip("+-")) if exponent else -1
+
+
+def _refuse_cut_number(texts: list, lines: list, row_lines: list, source: str, column: int, label: str) -> None:
+    """A file cut inside its last number (``-250.61433`` read as ``-250.6``) is an
+    error naming the file and the line: ``texts`` are the last column of every row
+    as written, and the last one, on a last line without a line break at its end,
+    has fewer digits (after the point, or in the exponent) than the column's other
+    rows all have, while the table shows a writer with a fixed number of digits
+    (a number with that many digits after the point that ends in 0, which writers
+    that drop trailing zeros, C's ``%g`` and Python's ``repr``, never write: their
+    shorter numbers are legitimate). ``column`` is 1-based."""
+    if row_lines[-1] != len(lines):  # the last row ends with a line break
+        return
+    last = _number_form(texts[-1])
+    forms = {_number_form(text) for text in texts[:-1]} - {None}
+    if last is None or len(forms) != 1:
+        return
+    (form,) = forms
+    if last == form or last[0] > form[0] or last[1] > form[1] or form[0] == 0:
+        return
+    table = "\n".join(lines[row_lines[0] - 1 : row_lines[-1] - 1])
+    if not re.search(r"(?<![\d.])[+-]?\d*\.\d{%d}0(?!\d)" % (form[0] - 1), table):
+        return
+    example = next(text for text in texts[:-1] if _number_form(text) == form)
+    raise ValueError(
+        f"{source}, line {row_lines[-1]}, column {column} ({label}): {texts[-1].strip()!r} has fewer digits than "
+        f"the column's other {len(texts) - 1} values (written like {example.strip()!r}), on the file's last line, "
+        "without a line break at its end: the file may be truncated inside its last number"
+    )
 
 
 def _refuse_infinite(data, columns, row_lines, lines, source) -> None:
@@ -783,6 +844,11 @@ def read_trc(path, *, warn_gaps: bool = True, zeros_as_gaps: bool = True) -> Mar
             not advance by 1/``DataRate`` (on average within 0.1 % or within the
             rounding of the times as written: Cortex writes them to 1 ms; and at
             every row within half a frame), an empty file.
+            A last line without a line break at its end whose field count is
+            wrong, or whose last number has fewer digits than the same column's
+            other rows, all written with a fixed number of digits (a file cut
+            inside its last number: ``-250.61433`` read as ``-250.6``), is an
+            error saying that the file may be truncated.
     """
     lines, source = _read_lines(path)
     if len(lines) < 5:
@@ -832,7 +898,7 @@ def read_trc(path, *, warn_gaps: bool = True, zeros_as_gaps: bool = True) -> Mar
 
     n_fields = 2 + 3 * n_markers
     columns = ["Frame#", "Time"] + [f"{label} {c}" for label in labels for c in "XYZ"]
-    rows, row_lines, written = [], [], []
+    rows, row_lines, written, last = [], [], [], []
     for i in range(5, len(lines)):  # line 5 holds X1 Y1 Z1 ...; data may follow blank lines
         line = lines[i].rstrip("\r")
         if not line.strip():
@@ -844,17 +910,20 @@ def read_trc(path, *, warn_gaps: bool = True, zeros_as_gaps: bool = True) -> Mar
         if len(fields) != n_fields:
             raise ValueError(
                 f"{source}, line {i + 1}: expected {n_fields} fields "
-                f"(Frame#, Time, {n_markers} markers x 3), got {len(fields)}"
+                f"(Frame#, Time, {n_markers} markers x 3), got {len(fields)}{_cut_hint(lines, i)}"
             )
         if not fields[0].strip() or not fields[1].strip():
             column = 1 if not fields[0].strip() else 2
             raise ValueError(f"{source}, line {i + 1}, column {column} ({columns[column - 1]}): empty value")
-        row = _parse_row(fields, source, i + 1, columns, empty_is_nan=True)
+        row = _parse_last_line_too(fields, source, lines, i, columns, empty_is_nan=True)
         if not np.isfinite(row).all():
             _check_trc_row(row, fields, source, i + 1, columns, labels)
         rows.append(row)
         row_lines.append(i + 1)
         written.append(fields[1])
+        last.append(fields[-1])
+    if rows:
+        _refuse_cut_number(last, lines, row_lines, source, n_fields, columns[-1])
     if len(rows) != n_frames:
         raise ValueError(
             f"{source}: {len(rows)} data rows, header field NumFrames says {n_frames}"
@@ -1110,6 +1179,11 @@ def read_forces(path) -> ForcePlates:
             beyond float64's range; NaN is read as a gap), sample numbers that are
             not integers or that skip, a row count that disagrees with
             ``NumberOfSamples``, no samples at all, or an empty file.
+            A last line without a line break at its end whose field count is
+            wrong, or whose last number has fewer digits than the same column's
+            other rows, all written with a fixed number of digits (a file cut
+            inside its last number: ``-250.61433`` read as ``-250.6``), is an
+            error saying that the file may be truncated.
     """
     lines, source = _read_lines(path)
     i = 0
@@ -1394,12 +1468,17 @@ def read_mot(path) -> Table:
         ValueError: malformed file (naming the file and the line or field): no
             ``endheader``, a header field given twice (naming both lines; ``nRows``,
             ``nColumns`` and ``inDegrees`` in any case), a first column other than
-            ``time``, a row with the wrong
-            number of fields, a value that is not a number, a count that is not a
-            non-negative integer or disagrees with the data (``nRows`` /
+            ``time``, a row with the wrong number of fields, a value that is not a
+            number, a count that is not a non-negative integer or disagrees with
+            the data (``nRows`` /
             ``nColumns``), an infinite value (``inf``, or a number beyond float64's
             range; NaN is read as NaN), or a time that is not finite, repeats or
             goes back.
+            A last line without a line break at its end whose field count is
+            wrong, or whose last number has fewer digits than the same column's
+            other rows, all written with a fixed number of digits (a file cut
+            inside its last number: ``-250.61433`` read as ``-250.6``), is an
+            error saying that the file may be truncated.
     """
     return _read_opensim_table(path)
 

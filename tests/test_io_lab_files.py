@@ -49,11 +49,12 @@ def forces_text(rows, header=None, fmt="%.6f", end="\n"):
 
 
 def mot_text(time, values, header=None, fmt="%.8f", end="\n"):
-    """An OpenSim ``.mot`` file of two coordinates, as OpenSim writes it (``%.8f``)."""
+    """An OpenSim ``.mot`` file of two coordinates, as OpenSim writes it (``%.8f``;
+    ``fmt`` a format or a function of the number)."""
     header = header or ["version=1", f"nRows={len(time)}", "nColumns=3", "inDegrees=yes"]
     lines = ["walk_ik"] + header + ["endheader", "time\thip_flexion_r\tknee_angle_r"]
     for t, row in zip(time, values):
-        lines.append("\t".join(fmt % v for v in (t, *row)))
+        lines.append("\t".join((fmt % v if isinstance(fmt, str) else fmt(v)) for v in (t, *row)))
     return "\n".join(lines) + end
 
 
@@ -158,3 +159,95 @@ def test_trc_wrong_rate_still_refused(tmp_path, n, true_hz, declared, time_fmt):
                f"DataRate = {float(declared):g} Hz")
     with pytest.raises(ValueError, match=re.escape(message)):
         io.read_trc(path)
+
+
+# --------------------------------------------------------------------------------------
+# 5. A file cut inside its last number
+# --------------------------------------------------------------------------------------
+
+FORCE_ROWS[-1, 6] = -250.61433  # the last number of the .forces file: MZ1 (N mm)
+XYZ[19, 2] = -250.61433  # the last number of a 20-frame TRC file: RHEE Z (mm)
+ANGLES[-1, 1] = -25.06143388  # the last number of the .mot file: knee_angle_r (degrees)
+
+FILES = {  # name: (reader, text, last line, last column as the message names it)
+    "walk.forces": (io.read_forces, forces_text(FORCE_ROWS, fmt="%.5f"), 35, "column 8 (MZ1)"),
+    "cortex.trc": (io.read_trc, trc_text(np.arange(20) / 150, XYZ[:20]), 26, "column 5 (RHEE Z)"),
+    "walk.mot": (io.read_mot, mot_text(np.arange(30) / 100, ANGLES), 37, "column 3 (knee_angle_r)"),
+}
+
+
+def test_fixed_point_writers_leave_a_trailing_zero():
+    # what tells a writer of fixed digits from one that drops trailing zeros (%g): here
+    for name, digits in (("walk.forces", 5), ("cortex.trc", 5), ("walk.mot", 8)):
+        assert re.search(r"\.\d{%d}0\b" % (digits - 1), FILES[name][1]), name
+
+
+@pytest.mark.parametrize("name", FILES)
+@pytest.mark.parametrize("cut", [1, 4, 5, 7])  # characters cut: '-250.6143', '-250.6', '-250.', '-25'
+def test_file_cut_inside_its_last_number(tmp_path, name, cut):
+    # before: read without error, the last value short (-250.61433 read as -250.6)
+    reader, text, line, column = FILES[name]
+    text = text.rstrip("\n")[:-cut]
+    path = write(tmp_path, name, text)
+    short = text.rsplit(None, 1)[-1]
+    with pytest.raises(ValueError, match=rf"{re.escape(name)}, line {line}, {re.escape(column)}: "
+                                         rf"'{re.escape(short)}' has fewer digits than the column's other \d+ values "
+                                         r"\(written like '[-0-9.]+'\), on the file's last line, without a line "
+                                         r"break at its end: the file may be truncated"):
+        reader(path)
+
+
+@pytest.mark.parametrize("name", FILES)
+def test_file_cut_inside_its_last_row(tmp_path, name):
+    # before: "expected 8 fields, got 4", not a word of the file being cut short
+    reader, text, line, _ = FILES[name]
+    text = text.rstrip("\n")
+    text = text[: text.rindex("\t") - 3]  # the last field and three characters before it
+    with pytest.raises(ValueError, match=rf"{re.escape(name)}, line {line}: expected \d+ fields.*, got \d+ "
+                                         r"\(the file's last line, without a line break at its end: the file may "
+                                         r"be truncated\)"):
+        reader(write(tmp_path, name, text))
+
+
+@pytest.mark.parametrize("cut,pattern", [(1, r"'-2\.506143e\+0' has fewer digits than the column's other 29 "
+                                               r"values \(written like '[-0-9.]+e[-+]\d\d'\)"),
+                                         (3, r"'-2\.506143e' is not a number \(the file's last line, without a "
+                                             r"line break at its end: the file may be truncated\)")])
+def test_mot_in_exponent_form_cut_inside_its_exponent(tmp_path, cut, pattern):
+    # before: -2.506143e+0 was read as -2.506143, ten times too small
+    text = mot_text(np.arange(30) / 100, ANGLES, fmt="%.6e").rstrip("\n")[:-cut]
+    with pytest.raises(ValueError, match=r"walk\.mot, line 37, column 3 \(knee_angle_r\): " + pattern):
+        io.read_mot(write(tmp_path, "walk.mot", text))
+
+
+@pytest.mark.parametrize("name", FILES)
+def test_complete_last_line_without_a_line_break_reads(tmp_path, name):
+    reader, text, _, _ = FILES[name]
+    whole = reader(write(tmp_path, "whole_" + name, text))
+    cut = reader(write(tmp_path, name, text.rstrip("\n")))
+    for field in ("time", "xyz", "force", "cop", "free_moment", "values"):
+        if hasattr(whole, field):
+            np.testing.assert_array_equal(getattr(cut, field), getattr(whole, field))
+    last = float(text.rstrip("\n").rsplit(None, 1)[-1])  # the file's own last number
+    assert last == -250.61433 or last == float("%.8f" % ANGLES[-1, 1])
+
+
+@pytest.mark.parametrize(
+    "fmt,last",
+    [
+        ("%g", 12.5),  # %g drops trailing zeros: '12.5' after rows of '12.3457'
+        (lambda v: repr(float(v)), 12.5),  # as jaxmb's writers write (the shortest exact text)
+        ("%g", 1e-4),  # '0.0001' after rows of '1.23457e-05'
+    ],
+)
+def test_last_number_legitimately_shorter_reads(tmp_path, fmt, last):
+    # a column whose other rows all have one number of digits, a writer that drops
+    # trailing zeros, a last line without a line break: nothing is cut
+    digits = [n for n in range(1231, 9999, 97) if n % 10][:29]  # 4 digits, none ending in 0
+    column = np.array([float(f"12.{n}" if last > 1 else f"1.0{n}e-05") for n in digits] + [last])
+    angles = np.stack([ANGLES[:, 0], column], axis=1)
+    text = mot_text(np.arange(30) / 100, angles, fmt=fmt).rstrip("\n")
+    values = [line.split("\t")[2] for line in text.split("\n")[7:]]
+    assert len({len(v) for v in values[:-1]}) == 1 and len(values[-1]) < len(values[0])  # the case it is
+    t = io.read_mot(write(tmp_path, "walk.mot", text))
+    np.testing.assert_array_equal(t.values[:, 1], [float(v) for v in values])
