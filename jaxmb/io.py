@@ -1622,6 +1622,19 @@ def _check_c3d_points(raw: dict, source: str) -> float:
     return rate
 
 
+def _check_c3d_analog_rate(rate: float, point_rate: float, used: int, values: int, where: str) -> None:
+    """Refuse an analog rate (Hz) outside the sampling rates, or whose samples per
+    frame at ``point_rate`` (Hz), times the ``used`` channels, are not the header's
+    analog ``values`` per frame (ezc3d reads the data with the rate)."""
+    _check_c3d_rate(rate, where)
+    ratio = rate / point_rate
+    if abs(ratio - round(ratio)) > 1e-3 * ratio or round(ratio) * used != values:
+        raise ValueError(f"{where}: {rate:g} Hz makes {ratio:g} samples per frame at POINT:RATE {point_rate:g} Hz, "
+                         f"but the header has {values} analog values per frame for the {used} channels of "
+                         f"ANALOG:USED ({values / used:g} each): a damaged file (the analog data would be read "
+                         "misaligned)")  # fmt: skip
+
+
 def _check_c3d_analogs(raw: dict, source: str, point_rate: float) -> None:
     """Check the analog parameters of a raw C3D file (:func:`_c3d_raw`): the rate,
     its samples per frame against the header's analog values per frame, the scales."""
@@ -1633,17 +1646,9 @@ def _check_c3d_analogs(raw: dict, source: str, point_rate: float) -> None:
             raise ValueError(f"{source}, parameter ANALOG:USED: no channels, but the header has {values} analog "
                              "values per frame: a damaged file")  # fmt: skip
         return
-    where = f"{source}, parameter ANALOG:RATE"
-    if "ANALOG:RATE" not in p or not len(p["ANALOG:RATE"][2]):
-        raise ValueError(f"{where}: missing, with {used} analog channels (ANALOG:USED)")
-    rate = float(p["ANALOG:RATE"][2][0])
-    _check_c3d_rate(rate, where)
-    ratio = rate / point_rate
-    if abs(ratio - round(ratio)) > 1e-3 * ratio or round(ratio) * used != values:
-        raise ValueError(f"{where}: {rate:g} Hz makes {ratio:g} samples per frame at POINT:RATE {point_rate:g} Hz, "
-                         f"but the header has {values} analog values per frame for the {used} channels of "
-                         f"ANALOG:USED ({values / used:g} each): a damaged file (the analog data would be read "
-                         "misaligned)")  # fmt: skip
+    rate = p.get("ANALOG:RATE")
+    if rate is not None and len(rate[2]):  # without it, nothing to check the header's values against
+        _check_c3d_analog_rate(float(rate[2][0]), point_rate, used, values, f"{source}, parameter ANALOG:RATE")
     if "ANALOG:GEN_SCALE" in p:
         _check_c3d_scales(p["ANALOG:GEN_SCALE"][2][:1], f"{source}, parameter ANALOG:GEN_SCALE")
     if "ANALOG:SCALE" in p:
