@@ -232,8 +232,10 @@ def _load_one(args, mapping, path=None):
         raise InputError(str(e)) from None
     except (OSError, ValueError, KeyError) as e:
         notes()
-        raise InputError(_message(e).replace(gait._MAPPING_HINT, "(name the markers with --marker "
-                                             "JOINT=LABEL[,LABEL...])")) from None  # fmt: skip
+        msg = _message(e).replace(gait._MAPPING_HINT, "(name the markers with --marker JOINT=LABEL[,LABEL...])")
+        if path is not None and os.path.basename(path) not in msg:  # an error that names no file: name it
+            msg = f"{path}: {msg}"
+        raise InputError(msg) from None
     notes()
     if plates is None or plates.force.shape[1] == 0:
         raise InputError(f"{name} has no force plates: the moments need the ground reaction force")
