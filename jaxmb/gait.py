@@ -1526,7 +1526,10 @@ def analyze(
 
 #: Default markers of each joint centre (Plug-in-Gait labels; ``{S}`` is "R" or "L"):
 #: the mean of the listed markers, or for the hip the regression of Harrington et al.
-#: (2007) from the two anterior superior iliac spines and the sacrum.
+#: (2007) from the pelvis markers: ``("harrington", right ASIS, left ASIS, sacrum)``,
+#: or for a marker set with two posterior superior iliac spines and no sacrum marker
+#: ``("harrington", right ASIS, left ASIS, right PSIS, left PSIS)`` (the sacrum is
+#: then the PSIS midpoint), e.g. ``("harrington", "R.ASIS", "L.ASIS", "R.PSIS", "L.PSIS")``.
 DEFAULT_MAPPING = {
     "hip": ("harrington", "RASI", "LASI", "VSAC"),
     "knee": ("{S}KNE", "{S}KNE_2"),  # lateral and medial epicondyles (read_c3d's renaming)
@@ -1614,15 +1617,49 @@ def _marker(markers, label, side):
         raise ValueError(f"sagittal: {f'{src}: ' if src else ''}{e.args[0]} {_MAPPING_HINT}") from None
 
 
+def _harrington_labels(spec) -> tuple:
+    """The marker labels of a ``("harrington", ...)`` hip entry of a mapping, checked:
+    (right ASIS, left ASIS, sacrum) or (right ASIS, left ASIS, right PSIS, left PSIS).
+
+    Raises:
+      ValueError: another number of markers, or a marker named twice.
+    """
+    labels = tuple(spec[1:])
+    if len(labels) not in (3, 4):
+        got = f"{len(labels)}: {', '.join(labels)}" if labels else "none"
+        raise ValueError("a 'harrington' hip needs three markers (right ASIS, left ASIS, sacrum) or four (right "
+                         f"ASIS, left ASIS, right PSIS, left PSIS; the sacrum is their midpoint), got {got}")  # fmt: skip
+    twice = sorted({lab for lab in labels if labels.count(lab) > 1})
+    if twice:
+        raise ValueError(f"a 'harrington' hip names {', '.join(twice)} twice: {', '.join(labels)}")
+    return labels
+
+
+def _check_mapping_entry(key, spec) -> None:
+    """Refuse a malformed mapping entry before any data are read: a 'harrington'
+    entry other than the hip's, or with the wrong markers (:func:`_harrington_labels`),
+    or one without any label."""
+    spec = (spec,) if isinstance(spec, str) else tuple(spec)
+    if not spec:
+        raise ValueError(f"mapping: the {key} names no marker")
+    if spec[0] == "harrington":
+        if key != "hip":
+            raise ValueError(f"mapping: 'harrington' is the hip's regression, not the {key}'s: {', '.join(spec)}")
+        _harrington_labels(spec)
+
+
 def _joint_centre(markers, spec, side, up):
-    """(T, 3) lab-frame joint centre from a mapping entry."""
+    """(T, 3) lab-frame joint centre, m, from a mapping entry: the mean of its markers,
+    or Harrington et al.'s hip from ("harrington", RASIS, LASIS, sacrum) or
+    ("harrington", RASIS, LASIS, RPSIS, LPSIS), the sacrum then the PSIS midpoint."""
     if isinstance(spec, str):
         spec = (spec,)
     spec = tuple(spec)
     if spec and spec[0] == "harrington":
-        if len(spec) != 4:
-            raise ValueError("a 'harrington' hip needs three markers: right ASIS, left ASIS, sacrum")
-        rasi, lasi, sac = (_marker(markers, lab, side) for lab in spec[1:])
+        labels = _harrington_labels(spec)
+        rasi, lasi = (_marker(markers, lab, side) for lab in labels[:2])
+        back = [_marker(markers, lab, side) for lab in labels[2:]]
+        sac = back[0] if len(back) == 1 else 0.5 * (back[0] + back[1])  # the PSIS midpoint
         # Harrington et al. (2007), J Biomech 40:595: the hip joint centre in a pelvis
         # frame (origin mid-ASIS; x anterior, y superior, z to the right), in mm from the
         # pelvis width PW (ASIS to ASIS) and depth PD (mid-ASIS to mid-PSIS):
@@ -1751,8 +1788,11 @@ def sagittal(markers, plates=None, *, side: str = "right", mapping=None, min_for
       lab's axes point; every point is projected on (forward, up).
     - Joint centres (``mapping``, default :data:`DEFAULT_MAPPING`): the mean of the
       listed markers (midpoints of lateral and medial markers where both exist); the
-      hip by Harrington et al.'s regression from the pelvis markers. Give
-      ``mapping={"hip": ("RGT",), ...}`` to use other markers ({S} stands for R or L).
+      hip by Harrington et al.'s regression from the pelvis markers,
+      ``("harrington", RASIS, LASIS, sacrum)`` or, with two PSIS markers and no
+      sacrum, ``("harrington", RASIS, LASIS, RPSIS, LPSIS)`` (the sacrum at the PSIS
+      midpoint). Give ``mapping={"hip": ("RGT",), ...}`` to use other markers ({S}
+      stands for R or L).
     - The kinematics keep the longest run of frames in which every marker needed is
       present (the frames analysed).
     - Plates are assigned per *contact* (a run of samples in which a plate is loaded,
@@ -1788,15 +1828,17 @@ def sagittal(markers, plates=None, *, side: str = "right", mapping=None, min_for
       plates: :class:`jaxmb.io.ForcePlates` in the lab frame (N, m), or None (a
         ForcePlates without any plate counts as None).
       side: "right" or "left".
-      mapping: overrides of :data:`DEFAULT_MAPPING` (keys hip, knee, ankle, toe, heel).
+      mapping: overrides of :data:`DEFAULT_MAPPING` (keys hip, knee, ankle, toe, heel),
+        e.g. ``{"hip": ("harrington", "R.ASIS", "L.ASIS", "R.PSIS", "L.PSIS")}``.
       min_force: force below which a plate is unloaded, N.
 
     Returns:
       :class:`SagittalTrial` (``.inputs()`` gives :func:`analyze`'s arguments).
 
     Raises:
-      ValueError: a marker named by the mapping is missing (the message lists the
-        labels), no run of complete frames, an unknown side; plates without samples,
+      ValueError: a malformed mapping (unknown keys, a 'harrington' hip without three
+        or four markers, 'harrington' for another joint); a marker named by the
+        mapping is missing (the message lists the labels), no run of complete frames, an unknown side; plates without samples,
         plates that do not cover the frames analysed (both time spans); a plate
         loaded by both feet (the plate and the times); a contact of this foot (or a
         contact whose foot cannot be told, this foot's heel and toe missing) outside
@@ -1820,6 +1862,8 @@ def sagittal(markers, plates=None, *, side: str = "right", mapping=None, min_for
         unknown = set(mapping) - set(spec)
         if unknown:
             raise ValueError(f"mapping has unknown keys {sorted(unknown)}; known: {sorted(spec)}")
+        for key, entry in mapping.items():
+            _check_mapping_entry(key, entry)
         spec.update(mapping)
     if plates is not None and plates.force.shape[1] == 0:
         plates = None  # a file without any plate
