@@ -107,7 +107,8 @@ def _gait_with_psis(tmp_path, ezc3d):
     new[:3, i], new[:3, -2], new[:3, -1] = sac, sac + off, sac - off
     c["data"]["points"] = new
     c["parameters"]["POINT"]["LABELS"]["value"] = labels + ["R.PSIS", "L.PSIS"]
-    c["parameters"]["POINT"]["DESCRIPTIONS"]["value"] = list(c["parameters"]["POINT"]["DESCRIPTIONS"]["value"]) + ["", ""]
+    point = c["parameters"]["POINT"]
+    point["DESCRIPTIONS"]["value"] = list(point["DESCRIPTIONS"]["value"]) + ["", ""]
     if "meta_points" in c["data"]:
         del c["data"]["meta_points"]
     path = tmp_path / "psis.c3d"
@@ -165,3 +166,127 @@ def test_cli_harrington_hip_with_the_wrong_markers_is_one_line(tmp_path, capsys,
     err = capsys.readouterr().err.strip().splitlines()
     assert err[-1].startswith("jaxmb gait: error:") and re.search(match, err[-1]), err
     assert not (tmp_path / "o").exists()
+
+
+# ---- item 17 (part): the figures state their convention and units ----------------
+
+
+def _hand_made_result(stances=((10, 40),), convention="jaxmb"):
+    """A one-trial GaitResult made by hand (no analyze: no compilation), jaxmb signs:
+    its moments the sum of four terms, as analyze(..., terms=True) gives them, with the
+    foot's centre of mass at the ankle as in the running data: gravity makes no ankle
+    moment (exactly 0) and the linear inertia only round-off (1e-15 N m); an ankle
+    moment that is plantarflexor (negative) in stance. The vertical ground reaction
+    force is 700 N over the (start, stop) samples ``stances`` and 0 elsewhere."""
+    T = 60
+    t = np.arange(T) / 100.0
+    s = np.sin(2 * np.pi * t)[:, None]
+    grav = np.array([3.0, 2.0, 0.0]) * np.ones((T, 1))
+    grf = np.array([-20.0, 60.0, -120.0]) * (0.5 + s**2)
+    lin = np.array([8.0, 4.0, 0.0]) * s
+    lin[:, 2] = 1e-15 * np.cos(7 * t)
+    rot = np.array([1.0, 0.5, 0.25]) * np.cos(3 * t)[:, None]
+    terms = {k: (m, np.zeros((T, 3, 2))) for k, m in zip(gait.TERMS, (grav, grf, lin, rot))}
+    moments = grav + grf + lin + rot
+    force = np.zeros((T, 2))
+    for a, b in stances:
+        force[a:b, 1] = 700.0
+    reactions = np.stack([np.full((T, 3), 30.0), np.full((T, 3), 400.0)], -1)  # magnitude 401.12 N
+    r = gait.GaitResult(time=t, angles=np.zeros((T, 3)), velocities=np.zeros((T, 3)), moments=moments,
+                        powers=np.zeros((T, 3)), reactions=reactions, reactions_segment=reactions,
+                        base_residual=np.zeros((T, 3)), segment_angles=np.zeros((T, 3)), force=force,
+                        cop=np.zeros((T, 2)), mask=np.ones(T, bool), frames=T, rate=100.0, cutoff=None,
+                        force_cutoff=None, convention="jaxmb", body_mass=None, height=None,
+                        segments={}, terms=terms)  # fmt: skip
+    return r.to_convention(convention)
+
+
+def _draw(fig):
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+
+    FigureCanvasAgg(fig).draw()
+
+
+@pytest.mark.parametrize("convention", ["jaxmb", "clinical"])
+def test_moments_figure_states_its_sign_convention_and_units(convention):
+    # before: the title given (the command line's trial description) replaced the
+    # only mention of the convention, and the axes said "ankle moment (N m)"
+    pytest.importorskip("matplotlib")
+    r = _hand_made_result(convention=convention)
+    fig = gait.moments_figure(r, title="a trial")
+    head = fig._suptitle.get_text()
+    assert head.startswith("a trial\n")
+    if convention == "jaxmb":
+        assert "counter-clockwise positive" in head and "plantarflexor moment negative" in head, head
+        want = ("+ flexor", "+ extensor", "+ dorsiflexor")
+    else:
+        assert "extensor, ankle plantarflexor moments positive" in head, head
+        want = ("+ extensor", "+ extensor", "+ plantarflexor")
+    axs = np.array(fig.axes).reshape(3, 2)
+    for j, joint in enumerate(gait.JOINTS):
+        assert axs[j, 1].get_ylabel() == f"{joint} moment (N m)\n{want[j]}"
+        assert axs[j, 0].get_ylabel().startswith(f"{joint} reaction (N)")
+        np.testing.assert_array_equal(axs[j, 1].lines[0].get_ydata(), r.moments[:, j])
+    assert axs[-1, 0].get_xlabel() == axs[-1, 1].get_xlabel() == "time (s)"
+    # the label tells the truth: the hand-made ankle moment is plantarflexor (jaxmb
+    # negative) over stance, drawn below zero exactly when "+" is not plantarflexor
+    ankle = axs[2, 1].lines[0].get_ydata()[10:40]
+    assert (ankle > 0).all() if want[2] == "+ plantarflexor" else (ankle < 0).all()
+
+
+@pytest.mark.parametrize("convention", ["jaxmb", "clinical"])
+def test_quasi_static_figure_draws_no_bar_below_round_off_and_says_why(convention):
+    # before: a log axis, a 1e-15 N m bar at the ankle (no m a) and no bar at all for
+    # the exact zero (no gravity), without a word; tick labels 10^1 next to 6x10^1
+    pytest.importorskip("matplotlib")
+    r = _hand_made_result(convention=convention)
+    fig = gait.term_effects_figure(r)
+    _draw(fig)
+    bottom = fig.axes[3:]
+    # the ankle: gravity exactly 0 and the linear inertia 1e-15 N m, neither drawn (a bar each, before)
+    assert set(round(p.get_x() + p.get_width() / 2) for p in bottom[2].patches) == {0, 2, 4}
+    w = slice(10, 40)
+    rms = lambda x: float(np.sqrt(np.mean(x[w] ** 2)))  # noqa: E731
+    raw = _hand_made_result()  # jaxmb signs: the RMS of a change does not depend on the sign
+    terms = {k: raw.terms[k][0] for k in gait.TERMS}
+    for j, ax in enumerate(bottom):
+        # the RMS change when each term is dropped = the RMS of that term over stance
+        # (quasi-static: of both inertial terms), by hand
+        want = np.array([rms(terms["linear_inertia"][:, j] + terms["rotational_inertia"][:, j])]
+                        + [rms(terms[k][:, j]) for k in gait.TERMS])  # fmt: skip
+        bars = {round(p.get_x() + p.get_width() / 2): p.get_height() for p in ax.patches}
+        shown = want > 1e-9
+        assert sorted(bars) == list(np.flatnonzero(shown)), (j, bars, want)
+        np.testing.assert_allclose([bars[i] for i in sorted(bars)], want[shown], rtol=1e-12)
+        notes = {round(t.get_position()[0]): t.get_text() for t in ax.texts if "round-off" in t.get_text()}
+        assert notes == {int(i): "0 (below round-off)" for i in np.flatnonzero(~shown)}, notes
+        # each bar labelled with its value; a linear axis, every tick label a plain number
+        labels = {t.get_text() for t in ax.texts}  # bar_label's annotations among them
+        assert {f"{h:.3g}" for h in want[shown]} <= labels, (labels, want)
+        assert ax.get_yscale() == "linear"
+        ticks = [t.get_text().replace("\u2212", "-") for t in ax.get_yticklabels() if t.get_text()]
+        assert ticks and all(re.fullmatch(r"-?\d+(\.\d+)?", s) for s in ticks), ticks
+        assert ax.get_ylabel() == "N m (RMS over stance)"
+    head = fig._suptitle.get_text()
+    said = "plantarflexor moment negative" if convention == "jaxmb" else "ankle plantarflexor moments positive"
+    assert said in head, head
+
+
+@pytest.mark.parametrize("stances", [((10, 40),), ((5, 20), (35, 57))])
+def test_quasi_static_figure_plots_stance_in_percent_as_the_stance_figure(stances):
+    # before: the file's time in s (stance.png is in % of stance)
+    pytest.importorskip("matplotlib")
+    r = _hand_made_result(stances)
+    fig = gait.term_effects_figure(r)
+    qs = r.moments - r.terms["linear_inertia"][0] - r.terms["rotational_inertia"][0]
+    for j, ax in enumerate(fig.axes[:3]):
+        assert ax.get_xlabel() == "stance (%)"
+        assert ax.get_ylabel() == f"N m (+ {('flexor', 'extensor', 'dorsiflexor')[j]})"
+        lines = [ln for ln in ax.get_lines() if ln.get_color() != "0.6"]  # not the zero line
+        assert len(lines) == 2 * len(stances)  # full and quasi-static, one line per stance
+        for (a, b), full, quasi in zip(stances, lines[: len(stances)], lines[len(stances) :]):
+            np.testing.assert_allclose(full.get_xdata(), np.linspace(0, 100, b - a), rtol=0, atol=1e-12)
+            np.testing.assert_array_equal(full.get_ydata(), r.moments[a:b, j])
+            np.testing.assert_allclose(quasi.get_ydata(), qs[a:b, j], rtol=1e-14, atol=1e-12)
+    legend = fig.axes[0].get_legend()
+    assert (legend.get_title().get_text() == "one line per stance") == (len(stances) > 1)
