@@ -51,8 +51,11 @@ def add_command(sub) -> None:
     p.add_argument("--side", choices=("right", "left"), default="right", help="the leg to analyse (default right)")
     p.add_argument("--marker", action="append", default=[], metavar="JOINT=LABEL[,LABEL...]",
                    help="markers of a joint centre (hip, knee, ankle, toe or heel; the mean of the labels; {S} "
-                        "stands for R or L), for labels other than Plug-in-Gait's, e.g. --marker knee={S}LKNE,{S}MKNE "
-                        "(repeatable; default: jaxmb.gait.DEFAULT_MAPPING)")  # fmt: skip
+                        "stands for R or L), for labels other than Plug-in-Gait's, e.g. --marker knee={S}LKNE,{S}MKNE; "
+                        "the hip by Harrington et al.'s regression: hip=harrington,RASIS,LASIS,SACRUM or, with two "
+                        "PSIS markers and no sacrum, hip=harrington,RASIS,LASIS,RPSIS,LPSIS (the sacrum at their "
+                        "midpoint), e.g. --marker hip=harrington,R.ASIS,L.ASIS,R.PSIS,L.PSIS (repeatable; default: "
+                        "jaxmb.gait.DEFAULT_MAPPING, hip=harrington,RASI,LASI,VSAC)")  # fmt: skip
     p.add_argument("--body-mass", type=float, default=None, metavar="KG",
                    help="body mass, kg, of every trial (default: the bundled data's segments; for lab files, "
                         "estimated from each trial's force plates)")  # fmt: skip
@@ -170,8 +173,9 @@ def _load(args, progress, skipped):
 
 
 def _mapping(items):
-    """--marker JOINT=LABEL[,LABEL...] options as sagittal's mapping (None without)."""
-    from .gait import DEFAULT_MAPPING
+    """--marker JOINT=LABEL[,LABEL...] options as sagittal's mapping (None without),
+    checked before any file is read (hip=harrington,... with three or four markers)."""
+    from .gait import DEFAULT_MAPPING, _check_mapping_entry
 
     if not items:
         return None
@@ -186,6 +190,10 @@ def _mapping(items):
             raise InputError(f"--marker {item!r}: unknown joint {key!r}; known: {', '.join(DEFAULT_MAPPING)}")
         if key in out:
             raise InputError(f"--marker {key}= is given twice")
+        try:
+            _check_mapping_entry(key, labs)
+        except ValueError as e:
+            raise InputError(f"--marker {item!r}: {str(e).removeprefix('mapping: ')}") from None
         out[key] = labs
     return out
 

@@ -1526,7 +1526,10 @@ def analyze(
 
 #: Default markers of each joint centre (Plug-in-Gait labels; ``{S}`` is "R" or "L"):
 #: the mean of the listed markers, or for the hip the regression of Harrington et al.
-#: (2007) from the two anterior superior iliac spines and the sacrum.
+#: (2007) from the pelvis markers: ``("harrington", right ASIS, left ASIS, sacrum)``,
+#: or for a marker set with two posterior superior iliac spines and no sacrum marker
+#: ``("harrington", right ASIS, left ASIS, right PSIS, left PSIS)`` (the sacrum is
+#: then the PSIS midpoint), e.g. ``("harrington", "R.ASIS", "L.ASIS", "R.PSIS", "L.PSIS")``.
 DEFAULT_MAPPING = {
     "hip": ("harrington", "RASI", "LASI", "VSAC"),
     "knee": ("{S}KNE", "{S}KNE_2"),  # lateral and medial epicondyles (read_c3d's renaming)
@@ -1614,15 +1617,49 @@ def _marker(markers, label, side):
         raise ValueError(f"sagittal: {f'{src}: ' if src else ''}{e.args[0]} {_MAPPING_HINT}") from None
 
 
+def _harrington_labels(spec) -> tuple:
+    """The marker labels of a ``("harrington", ...)`` hip entry of a mapping, checked:
+    (right ASIS, left ASIS, sacrum) or (right ASIS, left ASIS, right PSIS, left PSIS).
+
+    Raises:
+      ValueError: another number of markers, or a marker named twice.
+    """
+    labels = tuple(spec[1:])
+    if len(labels) not in (3, 4):
+        got = f"{len(labels)}: {', '.join(labels)}" if labels else "none"
+        raise ValueError("a 'harrington' hip needs three markers (right ASIS, left ASIS, sacrum) or four (right "
+                         f"ASIS, left ASIS, right PSIS, left PSIS; the sacrum is their midpoint), got {got}")  # fmt: skip
+    twice = sorted({lab for lab in labels if labels.count(lab) > 1})
+    if twice:
+        raise ValueError(f"a 'harrington' hip names {', '.join(twice)} twice: {', '.join(labels)}")
+    return labels
+
+
+def _check_mapping_entry(key, spec) -> None:
+    """Refuse a malformed mapping entry before any data are read: a 'harrington'
+    entry other than the hip's, or with the wrong markers (:func:`_harrington_labels`),
+    or one without any label."""
+    spec = (spec,) if isinstance(spec, str) else tuple(spec)
+    if not spec:
+        raise ValueError(f"mapping: the {key} names no marker")
+    if spec[0] == "harrington":
+        if key != "hip":
+            raise ValueError(f"mapping: 'harrington' is the hip's regression, not the {key}'s: {', '.join(spec)}")
+        _harrington_labels(spec)
+
+
 def _joint_centre(markers, spec, side, up):
-    """(T, 3) lab-frame joint centre from a mapping entry."""
+    """(T, 3) lab-frame joint centre, m, from a mapping entry: the mean of its markers,
+    or Harrington et al.'s hip from ("harrington", RASIS, LASIS, sacrum) or
+    ("harrington", RASIS, LASIS, RPSIS, LPSIS), the sacrum then the PSIS midpoint."""
     if isinstance(spec, str):
         spec = (spec,)
     spec = tuple(spec)
     if spec and spec[0] == "harrington":
-        if len(spec) != 4:
-            raise ValueError("a 'harrington' hip needs three markers: right ASIS, left ASIS, sacrum")
-        rasi, lasi, sac = (_marker(markers, lab, side) for lab in spec[1:])
+        labels = _harrington_labels(spec)
+        rasi, lasi = (_marker(markers, lab, side) for lab in labels[:2])
+        back = [_marker(markers, lab, side) for lab in labels[2:]]
+        sac = back[0] if len(back) == 1 else 0.5 * (back[0] + back[1])  # the PSIS midpoint
         # Harrington et al. (2007), J Biomech 40:595: the hip joint centre in a pelvis
         # frame (origin mid-ASIS; x anterior, y superior, z to the right), in mm from the
         # pelvis width PW (ASIS to ASIS) and depth PD (mid-ASIS to mid-PSIS):
@@ -1751,8 +1788,11 @@ def sagittal(markers, plates=None, *, side: str = "right", mapping=None, min_for
       lab's axes point; every point is projected on (forward, up).
     - Joint centres (``mapping``, default :data:`DEFAULT_MAPPING`): the mean of the
       listed markers (midpoints of lateral and medial markers where both exist); the
-      hip by Harrington et al.'s regression from the pelvis markers. Give
-      ``mapping={"hip": ("RGT",), ...}`` to use other markers ({S} stands for R or L).
+      hip by Harrington et al.'s regression from the pelvis markers,
+      ``("harrington", RASIS, LASIS, sacrum)`` or, with two PSIS markers and no
+      sacrum, ``("harrington", RASIS, LASIS, RPSIS, LPSIS)`` (the sacrum at the PSIS
+      midpoint). Give ``mapping={"hip": ("RGT",), ...}`` to use other markers ({S}
+      stands for R or L).
     - The kinematics keep the longest run of frames in which every marker needed is
       present (the frames analysed).
     - Plates are assigned per *contact* (a run of samples in which a plate is loaded,
@@ -1788,15 +1828,17 @@ def sagittal(markers, plates=None, *, side: str = "right", mapping=None, min_for
       plates: :class:`jaxmb.io.ForcePlates` in the lab frame (N, m), or None (a
         ForcePlates without any plate counts as None).
       side: "right" or "left".
-      mapping: overrides of :data:`DEFAULT_MAPPING` (keys hip, knee, ankle, toe, heel).
+      mapping: overrides of :data:`DEFAULT_MAPPING` (keys hip, knee, ankle, toe, heel),
+        e.g. ``{"hip": ("harrington", "R.ASIS", "L.ASIS", "R.PSIS", "L.PSIS")}``.
       min_force: force below which a plate is unloaded, N.
 
     Returns:
       :class:`SagittalTrial` (``.inputs()`` gives :func:`analyze`'s arguments).
 
     Raises:
-      ValueError: a marker named by the mapping is missing (the message lists the
-        labels), no run of complete frames, an unknown side; plates without samples,
+      ValueError: a malformed mapping (unknown keys, a 'harrington' hip without three
+        or four markers, 'harrington' for another joint); a marker named by the
+        mapping is missing (the message lists the labels), no run of complete frames, an unknown side; plates without samples,
         plates that do not cover the frames analysed (both time spans); a plate
         loaded by both feet (the plate and the times); a contact of this foot (or a
         contact whose foot cannot be told, this foot's heel and toe missing) outside
@@ -1820,6 +1862,8 @@ def sagittal(markers, plates=None, *, side: str = "right", mapping=None, min_for
         unknown = set(mapping) - set(spec)
         if unknown:
             raise ValueError(f"mapping has unknown keys {sorted(unknown)}; known: {sorted(spec)}")
+        for key, entry in mapping.items():
+            _check_mapping_entry(key, entry)
         spec.update(mapping)
     if plates is not None and plates.force.shape[1] == 0:
         plates = None  # a file without any plate
@@ -2123,48 +2167,130 @@ def term_effects(result: GaitResult, true_moments=None, true_force_magnitudes=No
     return out
 
 
+#: What a positive moment is at the hip, knee and ankle in each convention (the figures'
+#: axis labels): jaxmb's moments are counter-clockwise positive for a subject facing +x
+#: seen from the right, so a flexor moment at the hip, an extensor one at the knee and a
+#: dorsiflexor one at the ankle (a plantarflexor moment is negative).
+_MOMENT_POSITIVE = {"jaxmb": ("flexor", "extensor", "dorsiflexor"),
+                    "clinical": ("extensor", "extensor", "plantarflexor")}  # fmt: skip
+#: The sign convention of the moments, as the figures state it.
+_CONVENTION_TEXT = {
+    "jaxmb": "jaxmb convention: moments counter-clockwise positive, seen from the subject's right (x forward, y up):\n"
+             "hip flexor, knee extensor, ankle dorsiflexor moments positive; plantarflexor moment negative",
+    "clinical": "clinical convention: hip and knee extensor, ankle plantarflexor moments positive",
+}
+
+
+def _stance_runs(where) -> list:
+    """The (start, stop) runs of True in a (T,) bool mask (stop exclusive): the
+    stances of a figure, each drawn against its own % of stance."""
+    w = np.concatenate([[False], np.asarray(where, bool), [False]])
+    edges = np.flatnonzero(np.diff(w.astype(np.int8)))
+    return list(zip(edges[::2], edges[1::2]))
+
+
+def _percent(n: int) -> np.ndarray:
+    """(n,) % of a stance of n samples: 0 at its first, 100 at its last."""
+    return 100.0 * np.arange(n) / max(n - 1, 1)
+
+
+def _moment_scale(eff, values, j) -> float:
+    """N m: the size of the moments at joint ``j`` in :func:`term_effects`' ``eff``:
+    the largest of the RMS changes ``values``, the full moment's RMS over stance and
+    each term's (0 without any)."""
+    w = eff["where"]
+    full = _rms(eff["full"]["moments"][w, j]) if np.any(w) else np.nan
+    terms = [eff["terms"][k]["moment_rms"][j] for k in TERMS] if "terms" in eff else []
+    return float(np.nanmax(np.r_[np.abs(values), full, terms, 0.0]))
+
+
+def _roundoff(result, scale) -> float:
+    """N m: an RMS change below this is round-off (100 ulps of the moments' scale,
+    in the result's precision), drawn as zero."""
+    dt = np.asarray(result.moments).dtype
+    eps = np.finfo(dt if np.issubdtype(dt, np.floating) else np.float64).eps
+    return 100.0 * eps * scale
+
+
 def term_effects_figure(result: GaitResult, true_moments=None, effects: dict | None = None):
     """Figure of the notebook's comparison: full and quasi-static estimates (and the
     truth) over the stance phase, and the RMS change when each term is dropped.
+
+    Top row: the moments (N m, in the result's convention, stated in the title and the
+    axis labels) against % of stance (each run of ``effects["where"]`` one stance,
+    0 % at its first sample, 100 % at its last: the same axis as the command line's
+    stance figure). Bottom row: the RMS change of each joint's moment over stance (N m,
+    a linear axis, each bar labelled with its value); a change below round-off (100
+    ulps of the largest term or moment at that joint, in the result's precision, e.g.
+    the foot's weight at the ankle when its centre of mass is at the ankle) is drawn
+    as no bar and labelled "0 (below round-off)".
 
     matplotlib's object API (no backend is selected): ``fig.savefig(path)``.
     """
     from matplotlib.figure import Figure
 
     eff = term_effects(result, true_moments) if effects is None else effects
-    w = eff["where"]
-    t = result.time[w]
+    runs = _stance_runs(eff["where"])
     fig = Figure(figsize=(11, 6.5), layout="constrained")
     axs = fig.subplots(2, 3)
-    unit = "N m"
     sign = _MOMENT_SIGN if result.convention == "clinical" else np.ones(3)
+    positive = _MOMENT_POSITIVE[result.convention]
+    curves = [(eff["full"]["moments"], "C0", "-", "inverse dynamics"),
+              (eff["quasi_static"]["moments"], "C1", "-", "quasi-static (no inertia)")]  # fmt: skip
+    if true_moments is not None:
+        curves.append((np.asarray(true_moments) * sign, "k", "--", "true"))
     for j, joint in enumerate(JOINTS):
         ax = axs[0, j]
-        ax.plot(t, eff["full"]["moments"][w, j], label="inverse dynamics")
-        ax.plot(t, eff["quasi_static"]["moments"][w, j], label="quasi-static (no inertia)")
-        if true_moments is not None:
-            ax.plot(t, (np.asarray(true_moments) * sign)[w, j], "k--", lw=1, label="true")
+        for m_, color, ls, label in curves:
+            for i, (a, b) in enumerate(runs):
+                ax.plot(_percent(b - a), m_[a:b, j], color=color, ls=ls, lw=1 if ls == "--" else 1.5,
+                        label=label if i == 0 else None)  # fmt: skip
+        ax.axhline(0, color="0.6", lw=0.5)
         ax.set_title(f"{joint} moment")
-        ax.set_xlabel("time (s)")
-        ax.set_ylabel(unit)
-    axs[0, 0].legend(frameon=False, fontsize=8)
+        ax.set_xlabel("stance (%)")
+        ax.set_ylabel(f"N m (+ {positive[j]})")
+    if runs:
+        axs[0, 0].legend(frameon=False, fontsize=8, title="one line per stance" if len(runs) > 1 else None,
+                         title_fontsize=8)  # fmt: skip
     names = ["quasi_static"] + [f"without_{k}" for k in TERMS]
     labels = ["quasi-static", "no gravity", "no GRF", "no m a", "no I alpha"]
     x = np.arange(len(names))
     for j, joint in enumerate(JOINTS):
         ax = axs[1, j]
-        ax.bar(x, [eff[n]["moment_change_rms"][j] for n in names], color="C1")
+        values = np.array([eff[n]["moment_change_rms"][j] for n in names], float)
+        _change_bars(ax, x, values, _roundoff(result, _moment_scale(eff, values, j)))
         ax.set_xticks(x, labels, rotation=30, ha="right", fontsize=8)
-        ax.set_yscale("log")
         ax.set_title(f"{joint}: RMS change of the moment")
-        ax.set_ylabel(unit)
-    fig.suptitle("Effect of each term of the inverse dynamics (stance phase)")
+        ax.set_ylabel("N m (RMS over stance)")
+    fig.suptitle(f"Effect of each term of the inverse dynamics over stance, when it is dropped\n"
+                 f"{_CONVENTION_TEXT[result.convention]}", fontsize="medium")  # fmt: skip
     return fig
+
+
+def _change_bars(ax, x, values, zero):
+    """Bars of the RMS changes ``values`` (N m) at ``x``, each labelled with its value;
+    a value below ``zero`` (round-off) is no bar and the label "0 (below round-off)",
+    a NaN (no stance sample) no bar and "no data"."""
+    small = np.isfinite(values) & (np.abs(values) < zero)
+    drawn = np.isfinite(values) & ~small
+    top = float(values[drawn].max()) if drawn.any() else 1.0
+    bars = ax.bar(x[drawn], values[drawn], color="C1")
+    ax.bar_label(bars, labels=[f"{v:.3g}" for v in values[drawn]], fontsize=7, padding=2)
+    for xi, v in zip(x, values):
+        if not np.isfinite(v) or abs(v) < zero:
+            ax.text(xi, 0.02 * top, "0 (below round-off)" if np.isfinite(v) else "no data",
+                    rotation=90, ha="center", va="bottom", fontsize=7, color="0.35")  # fmt: skip
+    ax.set_ylim(0, 1.15 * top)
+    ax.set_xlim(x[0] - 0.6, x[-1] + 0.6)
 
 
 def moments_figure(result: GaitResult, true_moments=None, true_force_magnitudes=None, *, title=None):
     """Figure: moments and reaction-force magnitudes at hip, knee, ankle (one trial),
     against the truth when given (jaxmb convention truth; converted if needed).
+
+    Against the time of the trial, s (the whole trial, swing included). The moments,
+    N m, in the result's convention, stated under the title and on each axis (what a
+    positive moment is at that joint); the reaction forces, N, are magnitudes (no sign).
 
     matplotlib's object API (no backend is selected): ``fig.savefig(path)``.
     """
@@ -2175,19 +2301,22 @@ def moments_figure(result: GaitResult, true_moments=None, true_force_magnitudes=
     fig = Figure(figsize=(10, 7), layout="constrained")
     axs = fig.subplots(3, 2, sharex=True)
     sign = _MOMENT_SIGN if result.convention == "clinical" else np.ones(3)
+    positive = _MOMENT_POSITIVE[result.convention]
     mag = result.reaction_magnitudes
     for j, joint in enumerate(JOINTS):
         axs[j, 0].plot(result.time, mag[:, j], label="jaxmb")
         axs[j, 1].plot(result.time, result.moments[:, j], label="jaxmb")
+        axs[j, 1].axhline(0, color="0.6", lw=0.5)
         if true_force_magnitudes is not None:
             axs[j, 0].plot(result.time, true_force_magnitudes[:, j], "r--", lw=1, label="true")
         if true_moments is not None:
             tm = np.where(np.any(true_moments != 0, axis=1, keepdims=True), true_moments, np.nan) * sign
             axs[j, 1].plot(result.time, tm[:, j], "r--", lw=1, label="true")
-        axs[j, 0].set_ylabel(f"{joint} force (N)")
-        axs[j, 1].set_ylabel(f"{joint} moment (N m)")
+        axs[j, 0].set_ylabel(f"{joint} reaction (N)\nmagnitude")
+        axs[j, 1].set_ylabel(f"{joint} moment (N m)\n+ {positive[j]}")
     axs[0, 0].legend(frameon=False)
     axs[-1, 0].set_xlabel("time (s)")
     axs[-1, 1].set_xlabel("time (s)")
-    fig.suptitle(title or f"Joint reaction magnitudes and moments ({result.convention} convention)")
+    fig.suptitle(f"{title or 'Joint reaction magnitudes and moments'}\n{_CONVENTION_TEXT[result.convention]}",
+                 fontsize="medium")  # fmt: skip
     return fig
