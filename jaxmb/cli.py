@@ -1,5 +1,6 @@
-"""Command line: ``jaxmb gait`` (the quick-start job), ``jaxmb reach``, ``jaxmb bench`` and the
-subcommands of the modules in ``_COMMANDS``.
+"""Command line: ``jaxmb gait`` (the quick-start job), ``jaxmb reach`` and the subcommands of
+the modules in ``_COMMANDS``. ``jaxmb bench`` only says that the benchmarks run from a source
+checkout (``python -m benchmarks``): they are not installed with the package.
 
 The command line switches float64 on for its own computations, and JAX's persistent
 compilation cache (see :func:`_compile_cache`); the library does neither on import.
@@ -155,13 +156,13 @@ def _reach_csv(res) -> str:
 
 
 def _cmd_bench(args):
-    try:
-        import benchmarks.__main__ as bench  # the repository's benchmarks/ folder
-    except ImportError:
-        print("jaxmb bench runs the benchmarks/ folder of a source checkout: "
-              "run it from the repository root (python -m benchmarks)", file=sys.stderr)
-        return 2
-    return bench.main(args.rest)
+    """``jaxmb bench``, removed: the benchmarks are the ``benchmarks/`` folder of a source
+    checkout, which is not installed with the package (the command could never find it
+    from the installed ``jaxmb``); say where they run instead of running anything."""
+    print("jaxmb bench: error: removed: the benchmarks are not installed with the package; in a source "
+          "checkout (pip install -e \".[bench]\"), run them from its root: python -m benchmarks "
+          "(python -m benchmarks --help; benchmarks/README.md)", file=sys.stderr)
+    return 2
 
 
 def default_cache_dir() -> str:
@@ -242,8 +243,9 @@ def main(argv=None) -> int:
     p.add_argument("--out", default="jaxmb-out/reach",
                    help="folder for the torques, summary and figure (default jaxmb-out/reach; '' for none)")  # fmt: skip
     p.set_defaults(func=_cmd_reach)
-    b = sub.add_parser("bench", help="rerun the benchmarks (from a source checkout)")
-    b.add_argument("rest", nargs=argparse.REMAINDER)
+    b = sub.add_parser("bench", help="removed: in a source checkout, python -m benchmarks", add_help=False,
+                       prefix_chars="+")  # any arguments (--help, --only ...): the pointer, not a usage error
+    b.add_argument("rest", nargs="*")
     b.set_defaults(func=_cmd_bench)
     import importlib
 
