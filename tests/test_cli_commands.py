@@ -126,3 +126,52 @@ def test_reach_figure_names_joint_torques_and_the_reach(tmp_path, capsys, monkey
     helptext = " ".join(capsys.readouterr().out.split())
     for p in (default["start"], default["end"]):
         assert f"({p[0]:.4f}, {p[1]:.4f}) m" in helptext, (p, helptext)
+
+
+# ---------------------------------------------------------------- jaxmb optimal --grid (item 13)
+
+
+def _png_size(path):
+    """Width and height of a PNG, px (its IHDR chunk)."""
+    head = path.read_bytes()[:24]
+    assert head[:8] == b"\x89PNG\r\n\x1a\n" and head[12:16] == b"IHDR"
+    return int.from_bytes(head[16:20], "big"), int.from_bytes(head[20:24], "big")
+
+
+def test_optimal_grid_runs_n_by_n_reaches_names_the_skipped_and_draws_the_map(tmp_path, capsys, monkeypatch):
+    # before: --grid 5 ran 8 of its 25 targets without a word (a square grid, most of it
+    # out of reach), drew no map (the PNG was the run's without --grid) and wrote the
+    # curvature as a fraction where the console printed %
+    import jaxmb
+    import jaxmb.io
+
+    figures, png = [], jaxmb.io._png
+    monkeypatch.setattr(jaxmb.io, "_png", lambda fig, **kw: figures.append(fig) or png(fig, **kw))
+    # the help's grid: 2 distances from the shoulder, evenly from r_min + 2 % of r_max to
+    # 97 % of r_max, times 2 directions from +y; the start within 5 cm of the farthest ahead
+    r_min, r_max = jaxmb.workspace(jaxmb.two_link_arm(height=1.70, body_mass=70.0, gravity=0.0))
+    radii = [r_min + 0.02 * r_max, 0.97 * r_max]
+    promised = [(0.0, r) for r in radii] + [(0.0, -r) for r in radii]
+    start = (0.02, radii[1] - 0.03)
+    common = ["optimal", "--cost", "hand_jerk", "--nodes", "26", "--start", f"{start[0]!r}", f"{start[1]!r}"]
+    grid, plain = tmp_path / "grid", tmp_path / "plain"
+    assert main([*common, "--grid", "2", "--out", str(grid)]) == 0
+    out = capsys.readouterr().out
+    assert "workspace: 2 x 2 targets (2 distances x 2 directions): 3 minimum-torque-change reaches" in out
+    assert f"workspace: skipped target (0.0000, {radii[1]:.4f}) m: within 5 cm of the start" in out
+    table = np.genfromtxt(grid / "optimal_workspace.csv", delimiter=",", names=True)
+    assert table.dtype.names == ("x_m", "y_m", "curvature_pct", "converged")
+    run = sorted(zip(table["x_m"], table["y_m"]))
+    np.testing.assert_allclose(run, sorted(p for p in promised if abs(p[1] - radii[1]) > 1e-9), atol=1e-6)
+    # the CSV's unit is the console's: the largest |curvature| as printed, in %
+    largest = float(re.search(r"max (\S+) %", out).group(1))
+    assert np.max(np.abs(table["curvature_pct"])) == pytest.approx(largest, abs=0.051) and largest > 0.5
+    # the map: a third panel with the targets and their curvature (%), a wider PNG
+    assert main([*common, "--out", str(plain)]) == 0
+    fig = figures[0]
+    titles = [ax.get_title() for ax in fig.axes]
+    assert titles[2] == "map: minimum torque change from the start (star)\nto each of 3 targets (1 skipped)", titles
+    assert fig.axes[3].get_ylabel() == "curvature (% of the chord, + left of the motion)"  # the colour bar
+    assert len(figures[1].axes) == 2
+    assert _png_size(grid / "optimal_reach.png")[0] > _png_size(plain / "optimal_reach.png")[0]
+    assert (grid / "optimal_reach.png").read_bytes() != (plain / "optimal_reach.png").read_bytes()
