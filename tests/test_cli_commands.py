@@ -175,3 +175,42 @@ def test_optimal_grid_runs_n_by_n_reaches_names_the_skipped_and_draws_the_map(tm
     assert len(figures[1].axes) == 2
     assert _png_size(grid / "optimal_reach.png")[0] > _png_size(plain / "optimal_reach.png")[0]
     assert (grid / "optimal_reach.png").read_bytes() != (plain / "optimal_reach.png").read_bytes()
+
+
+# ---------------------------------------------------------------- docs/conventions.png (item 17)
+
+
+def _overlaps(fig):
+    """The (label, what) pairs of a figure's first axes where a text's box meets
+    another text's box or the path of a line, arc or arrow (display coordinates)."""
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.path import Path
+
+    renderer = FigureCanvasAgg(fig).get_renderer()
+    fig.draw(renderer)
+    ax = fig.axes[0]
+    boxes = [(t.get_text(), t.get_window_extent(renderer)) for t in ax.texts]
+    # each artist as polylines (an arrow's path closes its heads with a (0, 0) vertex
+    # that intersects_bbox would take for a point)
+    shapes = [(f"{type(a).__name__} {k}", [Path(v) for v in a.get_path().transformed(a.get_transform())
+                                           .to_polygons(closed_only=False)])
+              for k, a in enumerate([*ax.lines, *ax.patches])]  # fmt: skip
+    found = [(a, b) for i, (a, box) in enumerate(boxes) for b, other in boxes[i + 1:] if box.overlaps(other)]
+    found += [(a, b) for a, box in boxes for b, lines in shapes if any(p.intersects_bbox(box, filled=False)
+                                                                       for p in lines)]  # fmt: skip
+    return found
+
+
+def test_conventions_figure_labels_overlap_nothing():
+    # before: theta_i's label lay on its arc, attach_i's on the reaction's arrow (which
+    # crossed attach's dimension line), q_i's against d_i's arrow
+    import importlib.util
+    import pathlib
+
+    path = pathlib.Path(__file__).parents[1] / "docs" / "make_conventions_figure.py"
+    spec = importlib.util.spec_from_file_location("make_conventions_figure", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    fig = module.draw()
+    assert len(fig.axes[0].texts) >= 15
+    assert _overlaps(fig) == []
