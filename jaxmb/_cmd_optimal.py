@@ -133,7 +133,8 @@ def map_panel(ax, start, targets, curvature_pct, converged, skipped, reach):
     r_max) dashed. Returns the colour scale (for a colour bar)."""
     import numpy as np
 
-    lim = max(float(np.max(np.abs(curvature_pct))), 1e-9)
+    finite = np.abs(curvature_pct)[np.isfinite(curvature_pct)]
+    lim = max(float(finite.max()), 1e-9) if finite.size else 1.0  # a symmetric scale around 0 %
     sc = ax.scatter(targets[:, 0], targets[:, 1], c=curvature_pct, cmap="RdBu_r", vmin=-lim, vmax=lim, s=70,
                     edgecolors="k", linewidths=0.5, zorder=3)
     bad = ~np.asarray(converged, bool)
