@@ -102,7 +102,8 @@ def _reach_endpoints(start, end, L1: float, L2: float, *, elbow0_deg: float = 10
             continue
         a = np.asarray(p, dtype=float)
         if a.shape != (2,) or not np.all(np.isfinite(a)):
-            raise ValueError(f"{name} must be two finite numbers, the hand's x and y in m, got {np.asarray(p).tolist()}")
+            raise ValueError(f"{name} must be two finite numbers, the hand's x and y in m, "
+                             f"got {np.asarray(p).tolist()}")
         r = float(np.hypot(*a))
         if not inner < r < outer:
             bound = outer if r >= outer else inner
