@@ -4,7 +4,9 @@ Registered by :mod:`jaxmb.cli` (``_COMMANDS``). Defaults: the notes' arm (1.70 m
 70 kg) in the horizontal plane, a lateral reach in front of the body in 0.5 s,
 compared under minimum hand jerk, minimum torque change and minimum torque.
 ``--grid N`` adds the curvature of the minimum-torque-change paths (whatever
-``--cost`` says) to N x N targets (one batched call, with a progress bar).
+``--cost`` says) to N x N targets, N distances from the shoulder times N directions,
+all within reach (one batched call, with a progress bar), and its map to the figure;
+targets within 5 cm of the start are skipped and named.
 """
 
 from __future__ import annotations
@@ -25,7 +27,8 @@ def add_command(sub):
                        "(jaxmb.optimize): per cost, the path's curvature (largest deviation from the start-end line, "
                        "in % of its length, positive to the left of the motion), peak hand speed and cost (hand jerk "
                        "m^2/s^5, joint jerk rad^2/s^5, torque N^2 m^2 s, torque change N^2 m^2/s); a figure and a CSV "
-                       "in --out.")
+                       "in --out (with --grid, the curvature map in the figure and optimal_workspace.csv, "
+                       "curvature_pct in %).")
     p.add_argument("--cost", default="hand_jerk,torque_change,torque",
                    help=f"comma-separated criteria among {', '.join(COSTS)} (default: hand_jerk,torque_change,torque)")
     p.add_argument("--start", type=float, nargs=2, default=(-0.25, 0.40), metavar=("X", "Y"),
@@ -42,7 +45,9 @@ def add_command(sub):
                         "near the shoulder needs 40 or more, and a note says so)")
     p.add_argument("--grid", type=int, default=0, metavar="N",
                    help="also map the curvature of the minimum torque change paths (whatever --cost says) to "
-                        "N x N targets (default 0: off)")
+                        "N x N targets: N distances from the shoulder, evenly spaced across the arm's reach clear of "
+                        "its edges, times N directions evenly spaced around it from +y; a target within 5 cm of "
+                        "the start is skipped and named (default 0: off)")
     p.add_argument("--out", default="jaxmb-out/optimal",
                    help="folder for the figure and CSV files (default jaxmb-out/optimal)")
     p.set_defaults(func=run)
@@ -72,13 +77,14 @@ def curvature(hand):
     return np.take_along_axis(lateral, k[..., None], -1)[..., 0] / np.where(ok, length, np.nan)
 
 
-def figure(results, title):
-    """Hand paths and speed profiles of the criteria, one figure."""
+def figure(results, title, grid=None):
+    """Hand paths and speed profiles of the criteria, one figure; with ``grid`` (the
+    arguments of :func:`map_panel` after its ``ax``), a third panel: the --grid map."""
     import numpy as np
     from matplotlib.figure import Figure
 
-    fig = Figure(figsize=(9.5, 4), layout="constrained")
-    ax_p, ax_v = fig.subplots(1, 2)
+    fig = Figure(figsize=(9.5 if grid is None else 14.5, 4), layout="constrained")
+    ax_p, ax_v, *ax_m = fig.subplots(1, 2 if grid is None else 3)
     for k, (c, r) in enumerate(results.items()):
         h = np.asarray(r.hand)
         ax_p.plot(h[:, 0], h[:, 1], color=f"C{k}", lw=2, label=c.replace("_", " "))
@@ -92,24 +98,63 @@ def figure(results, title):
     ax_v.set_xlabel("time (s)")
     ax_v.set_ylabel("hand speed (m/s)")
     ax_v.set_title("speed profiles", fontsize=10)
+    if grid is not None:
+        sc = map_panel(ax_m[0], *grid)
+        fig.colorbar(sc, ax=ax_m[0], label="curvature (% of the chord, + left of the motion)")
     fig.suptitle(title, fontsize=10)
     return fig
 
 
-def grid_targets(model, start, n: int):
-    """The --grid targets: an n x n grid over the workspace's square, kept where
-    comfortably reachable (off the inner and outer boundaries) and 5 cm or more from
-    the start. (k, 2) array, m."""
+#: --grid targets closer than this to the start (m) are skipped: a chord too short
+#: for its curvature to mean anything
+GRID_MIN_CHORD = 0.05
+
+
+def grid_targets(model, n: int):
+    """The --grid targets: n distances from the shoulder evenly spaced across the
+    arm's reach, clear of its edges (from r_min + 2 % of r_max to 97 % of r_max), times
+    n directions evenly spaced around the shoulder, counter-clockwise from +y. All
+    are reachable. (n * n, 2) array, m, distance by distance."""
     import numpy as np
 
     import jaxmb
 
     r_min, r_max = jaxmb.workspace(model)
-    xs = np.linspace(-r_max, r_max, n)
-    X, Y = np.meshgrid(xs, xs)
-    tg = np.stack([X.ravel(), Y.ravel()], -1)
-    r = np.linalg.norm(tg, axis=-1)
-    return tg[(r > r_min + 0.02 * r_max) & (r < 0.97 * r_max) & (np.linalg.norm(tg - start, axis=-1) > 0.05)]
+    radii = np.linspace(r_min + 0.02 * r_max, 0.97 * r_max, n)
+    angles = np.pi / 2 + 2 * np.pi * np.arange(n) / n
+    xy = np.stack([np.outer(radii, np.cos(angles)), np.outer(radii, np.sin(angles))], -1).reshape(-1, 2)
+    return np.where(np.abs(xy) < 1e-12, 0.0, xy)  # 0, not cos(pi/2)'s 6e-17
+
+
+def map_panel(ax, start, targets, curvature_pct, converged, skipped, reach):
+    """Draw the --grid map on ``ax``: each target coloured by the curvature (%) of the
+    minimum-torque-change path from ``start``; unconverged ones crossed, skipped ones
+    (within GRID_MIN_CHORD of the start) grey, the reach's edges ``reach`` = (r_min,
+    r_max) dashed. Returns the colour scale (for a colour bar)."""
+    import numpy as np
+
+    finite = np.abs(curvature_pct)[np.isfinite(curvature_pct)]
+    lim = max(float(finite.max()), 1e-9) if finite.size else 1.0  # a symmetric scale around 0 %
+    sc = ax.scatter(targets[:, 0], targets[:, 1], c=curvature_pct, cmap="RdBu_r", vmin=-lim, vmax=lim, s=70,
+                    edgecolors="k", linewidths=0.5, zorder=3)
+    bad = ~np.asarray(converged, bool)
+    if bad.any():
+        ax.plot(targets[bad, 0], targets[bad, 1], "kx", ms=9, zorder=4, label="not converged")
+    if len(skipped):
+        ax.plot(skipped[:, 0], skipped[:, 1], "o", color="0.75", ms=8, zorder=3,
+                label=f"skipped (< {100 * GRID_MIN_CHORD:g} cm from the start)")
+    a = np.linspace(0, 2 * np.pi, 200)
+    for r in reach:
+        ax.plot(r * np.cos(a), r * np.sin(a), color="0.6", lw=0.8, ls="--")
+    ax.plot(0, 0, "ks")
+    ax.plot(*start, "k*", ms=12, zorder=5, label="start")
+    ax.set_aspect("equal", adjustable="datalim")
+    ax.set_xlabel("x (m)")
+    ax.set_ylabel("y (m)")
+    ax.legend(fontsize=7, loc="lower left")
+    ax.set_title(f"map: minimum torque change from the start (star)\nto each of {len(targets)} targets "
+                 f"({len(skipped)} skipped)", fontsize=10)
+    return sc
 
 
 def run(args) -> int:
@@ -158,10 +203,11 @@ def run(args) -> int:
                      f"a target {MIN_CHORD:g} m or more from the start")
     tg = None
     if args.grid:
-        tg = grid_targets(model, start, args.grid)
-        if len(tg) == 0:
-            return _fail(f"--grid {args.grid}: no grid point is a comfortably reachable target 5 cm or more from "
-                         "the start; use a larger N")
+        tg = grid_targets(model, args.grid)
+        near = np.linalg.norm(tg - start, axis=-1) < GRID_MIN_CHORD
+        tg, skipped = tg[~near], tg[near]
+        if len(tg) == 0:  # an N x N grid around the shoulder: not for N >= 2
+            return _fail(f"--grid {args.grid}: every target is within {100 * GRID_MIN_CHORD:g} cm of the start")
     if args.out:
         try:  # after the checks, before the optimisations: not a traceback after them
             os.makedirs(args.out, exist_ok=True)
@@ -194,15 +240,19 @@ def run(args) -> int:
                                  nodes=args.nodes, basis=args.basis, chunk=max(1, -(-len(tg) // 20)), progress=True)
         except ValueError as e:
             return _fail(str(e).splitlines()[0])
-        k = curvature(res.hand)
+        k = 100 * curvature(res.hand)  # %, as the console prints it
+        converged = np.asarray(res.converged)
         buf = io.StringIO()
         w = csv.writer(buf)
-        w.writerow(["x_m", "y_m", "curvature_per_chord", "converged"])  # deviation / chord length (a fraction)
-        for (x, y), kk, ok in zip(tg, k, np.asarray(res.converged)):
+        w.writerow(["x_m", "y_m", "curvature_pct", "converged"])  # deviation, % of the chord's length
+        for (x, y), kk, ok in zip(tg, k, converged):
             w.writerow([f"{x:.6g}", f"{y:.6g}", f"{kk:.6g}", int(ok)])
         grid_rows = buf.getvalue()
-        print(f"workspace: {len(tg)} minimum-torque-change reaches, {int(np.sum(res.converged))} converged, "
-              f"|curvature| median {100 * np.median(np.abs(k)):.1f} %, max {100 * np.max(np.abs(k)):.1f} %")
+        print(f"workspace: {args.grid} x {args.grid} targets ({args.grid} distances x {args.grid} directions): "
+              f"{len(tg)} minimum-torque-change reaches, {int(np.sum(converged))} converged, "
+              f"|curvature| median {np.median(np.abs(k)):.1f} %, max {np.max(np.abs(k)):.1f} %")
+        for x, y in skipped:
+            print(f"workspace: skipped target ({x:.4f}, {y:.4f}) m: within {100 * GRID_MIN_CHORD:g} cm of the start")
     if not args.out:
         return 0
 
@@ -214,7 +264,9 @@ def run(args) -> int:
         for row in zip(np.asarray(r.t), *np.asarray(r.q).T, *np.asarray(r.hand).T, *np.asarray(r.hand_vel).T,
                        *np.asarray(r.tau).T):
             w.writerow([c] + [f"{v:.10g}" for v in row])
-    fig = figure(results, f"optimal reaches, {args.duration:g} s, g = {args.gravity:g} m/s$^2$")
+    grid = None if tg is None else (start, tg, k, converged, skipped, jaxmb.workspace(model))
+    fig = figure(results, f"optimal reaches, hand ({args.start[0]:g}, {args.start[1]:g}) m $\\rightarrow$ "
+                 f"({args.end[0]:g}, {args.end[1]:g}) m in {args.duration:g} s, g = {args.gravity:g} m/s$^2$", grid)
     files = {os.path.join(args.out, "optimal_reach.csv"): buf.getvalue(),
              os.path.join(args.out, "optimal_reach.png"): _png(fig)}
     workspace = os.path.join(args.out, "optimal_workspace.csv")

@@ -1,5 +1,6 @@
-"""Command line: ``jaxmb gait`` (the quick-start job), ``jaxmb reach``, ``jaxmb bench`` and the
-subcommands of the modules in ``_COMMANDS``.
+"""Command line: ``jaxmb gait`` (the quick-start job), ``jaxmb reach`` and the subcommands of
+the modules in ``_COMMANDS``. ``jaxmb bench`` only says that the benchmarks run from a source
+checkout (``python -m benchmarks``): they are not installed with the package.
 
 The command line switches float64 on for its own computations, and JAX's persistent
 compilation cache (see :func:`_compile_cache`); the library does neither on import.
@@ -24,19 +25,36 @@ _DURATION = (0.05, 60.0)
 
 
 def reaching_torques(duration: float = 0.5, *, gravity: float = 9.81, samples: int = 201,
-                     height: float = 1.70, body_mass: float = 70.0, elbow0_deg: float = 10.0):
+                     height: float = 1.70, body_mass: float = 70.0, elbow0_deg: float = 10.0,
+                     start=None, end=None):
     """Joint torques of a minimum-jerk reach with the two-link arm of the notes.
 
-    The hand moves along a straight minimum-jerk path from below the shoulder (upper
-    arm vertical, elbow flexed ``elbow0_deg``; the notes start fully extended, a
-    singular point of the inverse kinematics that they coerce) to the upper arm
-    forward and horizontal with the elbow at 90 degrees. Angles come from the inverse
-    kinematics and their time derivatives from forward-mode autodiff (exact); the
-    torques are decomposed into M qdd, C and G with jit and vmap over time.
+    The hand moves along a straight minimum-jerk path from ``start`` to ``end``
+    (Flash & Hogan), the elbow flexed counter-clockwise (``two_link_ik``'s "up"),
+    in the arm's plane: shoulder at the origin, x forward, y up, gravity along -y.
+    By default, the notes' reach: from below the shoulder (upper arm vertical, elbow
+    flexed ``elbow0_deg``; the notes start fully extended, a singular point of the
+    inverse kinematics that they coerce) to the upper arm forward and horizontal with
+    the elbow at 90 degrees. Angles come from the inverse kinematics and their time
+    derivatives from forward-mode autodiff (exact); the torques are decomposed into
+    M qdd, C and G with jit and vmap over time.
+
+    Args:
+      duration: movement time, s.
+      start, end: hand positions (x, y), m, in the shoulder frame; None: the notes'
+        points above. Both must lie strictly inside the arm's reach
+        (|L1 - L2| < |p| < L1 + L2: on its edges the arm is straight or folded and the
+        joint speeds infinite), and so must the straight path between them.
 
     Returns:
-      dict of numpy arrays: t (T,), q, qd, qdd (T, 2) and the torque terms
-      "inertial", "coriolis", "gravity", "total" (T, 2), N m.
+      dict of numpy arrays: t (T,), q, qd, qdd (T, 2) (q: shoulder angle from +x and
+      elbow angle, rad, continuous in time) and the torque terms "inertial",
+      "coriolis", "gravity", "total" (T, 2), N m; "start", "end" (2,) the hand's
+      endpoints, m.
+
+    Raises:
+      ValueError: a start or end that is not two finite numbers, is out of reach,
+      or equals the other; a straight path that passes inside the arm's inner reach.
     """
     import jax
     import jax.numpy as jnp
@@ -47,18 +65,66 @@ def reaching_torques(duration: float = 0.5, *, gravity: float = 9.81, samples: i
 
     model = anthropometry.two_link_arm(height=height, body_mass=body_mass, gravity=gravity)
     L1, L2 = (float(x) for x in model.length)
-    e0 = np.deg2rad(elbow0_deg)
-    # start: q = (-90 deg, elbow0); end: hand at (L1, L2), i.e. q = (0, 90 deg)
-    x0 = np.array([L2 * np.sin(e0), -L1 - L2 * np.cos(e0)])
-    x1 = np.array([L1, L2])
+    x0, x1 = _reach_endpoints(start, end, L1, L2, elbow0_deg=elbow0_deg)
     t = np.linspace(0.0, duration, samples)
 
     q_of_t = lambda s: two_link_ik(minimum_jerk(x0, x1, duration, s), L1, L2, elbow="up")  # noqa: E731
     q, qd, qdd = time_derivatives(q_of_t, jnp.asarray(t))
     parts = jax.jit(jax.vmap(lambda a, b, c: torque_components(model, a, b, c)))(q, qd, qdd)
     out = {k: np.asarray(v) for k, v in parts.items() if k != "external"}
-    out.update(t=t, q=np.asarray(q), qd=np.asarray(qd), qdd=np.asarray(qdd))
+    # the angles without arctan2's jumps of 2 pi (the torques depend on them through
+    # sines and cosines only, and the rates come from autodiff)
+    out.update(t=t, q=np.unwrap(np.asarray(q), axis=0), qd=np.asarray(qd), qdd=np.asarray(qdd), start=x0, end=x1)
     return out
+
+
+def _reach_endpoints(start, end, L1: float, L2: float, *, elbow0_deg: float = 10.0, names=("start", "end")):
+    """The checked hand endpoints of :func:`reaching_torques`, two (2,) arrays, m.
+
+    ``start``/``end`` None: the notes' points (upper arm vertical with the elbow
+    flexed ``elbow0_deg``; upper arm forward and horizontal, elbow at 90 degrees).
+    ``names`` are the names the errors use (the command line's ``--start``, ``--end``).
+
+    Raises:
+      ValueError: naming the point: not two finite numbers, not strictly inside
+      |L1 - L2| < |p| < L1 + L2 (m), both the same point, or a straight path between
+      them that passes inside the inner reach |L1 - L2| (where the hand cannot go).
+    """
+    import numpy as np
+
+    e0 = np.deg2rad(elbow0_deg)
+    default = (np.array([L2 * np.sin(e0), -L1 - L2 * np.cos(e0)]), np.array([L1, L2]))
+    inner, outer = abs(L1 - L2), L1 + L2
+    points = []
+    for name, p, d in zip(names, (start, end), default):
+        if p is None:
+            points.append(d)
+            continue
+        a = np.asarray(p, dtype=float)
+        if a.shape != (2,) or not np.all(np.isfinite(a)):
+            raise ValueError(f"{name} must be two finite numbers, the hand's x and y in m, "
+                             f"got {np.asarray(p).tolist()}")
+        r = float(np.hypot(*a))
+        if not inner < r < outer:
+            bound = outer if r >= outer else inner
+            digits = next((k for k in range(3, 16) if f"{r:.{k}f}" != f"{bound:.{k}f}"), 4)  # 4: on the edge
+            raise ValueError(f"{name} {a[0]:g} {a[1]:g} is out of reach: |p| = {r:.{digits}f} m from the shoulder, "
+                             f"the hand reaches {inner:.{digits}f} m < |p| < {outer:.{digits}f} m (on the edges the "
+                             "arm is straight or folded and its joint speeds infinite)")
+        points.append(a)
+    x0, x1 = points
+    chord = x1 - x0
+    length = float(np.linalg.norm(chord))
+    if length < 1e-9:
+        raise ValueError(f"{names[0]} and {names[1]} are the same point ({x0[0]:g} {x0[1]:g}): a reach needs a "
+                         "target 1e-9 m or more from the start")
+    s = float(np.clip(-x0 @ chord / length**2, 0.0, 1.0))
+    closest = float(np.linalg.norm(x0 + s * chord))
+    if closest <= inner:
+        raise ValueError(f"the straight hand path from {names[0]} {x0[0]:g} {x0[1]:g} to {names[1]} {x1[0]:g} "
+                         f"{x1[1]:g} passes {closest:.4f} m from the shoulder, inside the arm's inner reach "
+                         f"|L1 - L2| = {inner:.4f} m, where the hand cannot go")
+    return x0, x1
 
 
 def _summary(res):
@@ -75,16 +141,39 @@ def _summary(res):
     return rows
 
 
-def _plot(res, title) -> bytes:
-    """The torque components' figure as PNG bytes."""
-    from .io import _png
+def _movement(res, duration: float) -> str:
+    """The reach in words: hand endpoints (m) and joint angles (deg) at both ends."""
+    import numpy as np
+
+    (x0, y0), (x1, y1) = res["start"], res["end"]
+    sh, el = np.rad2deg(res["q"][[0, -1], 0]), np.rad2deg(res["q"][[0, -1], 1])
+    return (f"hand ({x0:.4f}, {y0:.4f}) m -> ({x1:.4f}, {y1:.4f}) m, straight, in {duration:g} s (shoulder at "
+            f"the origin, x forward, y up); shoulder {sh[0]:.1f} -> {sh[1]:.1f} deg from +x, elbow {el[0]:.1f} -> "
+            f"{el[1]:.1f} deg")
+
+
+def _figure(res, duration: float, gravity: float):
+    """The torque components' figure: the joint torques (N m) of each joint, the reach
+    in the title."""
+    from .anthropometry import two_link_arm
     from .plot import torque_components_figure
 
-    from .anthropometry import two_link_arm
-
+    (x0, y0), (x1, y1) = res["start"], res["end"]
+    title = (f"Joint torques of a minimum-jerk reach, hand ({x0:.3f}, {y0:.3f}) m $\\rightarrow$ "
+             f"({x1:.3f}, {y1:.3f}) m in {duration:g} s\n(shoulder at the origin, x forward, y up; "
+             f"g = {gravity:g} m/s$^2$)")
     fig = torque_components_figure(res["t"], res, joint_names=("shoulder", "elbow"), title=title,
                                    model=two_link_arm())  # the units: two joint angles, N m  # fmt: skip
-    return _png(fig, dpi=120)
+    for ax, joint in zip(fig.axes, ("shoulder", "elbow")):  # joint angles: the generalized forces are torques
+        ax.set_ylabel(f"{joint} torque (N m)")
+    return fig
+
+
+def _plot(res, duration: float, gravity: float) -> bytes:
+    """The torque components' figure (:func:`_figure`) as PNG bytes."""
+    from .io import _png
+
+    return _png(_figure(res, duration, gravity), dpi=120)
 
 
 def _json_text(obj) -> str:
@@ -105,26 +194,41 @@ def _cmd_reach(args):
     if args.out and os.path.exists(args.out) and not os.path.isdir(args.out):
         print(f"jaxmb reach: error: --out {args.out} exists and is not a folder", file=sys.stderr)
         return 2
+    from .anthropometry import two_link_arm
+
+    try:  # the endpoints before the work and before the folder
+        L1, L2 = (float(x) for x in two_link_arm().length)
+        _reach_endpoints(args.start, args.end, L1, L2, names=("--start", "--end"))
+    except ValueError as e:
+        print(f"jaxmb reach: error: {e}", file=sys.stderr)
+        return 2
     if args.out:
         try:  # before the work: an error, not a traceback after it
             os.makedirs(args.out, exist_ok=True)
         except OSError as e:
             print(f"jaxmb reach: error: cannot create --out folder {args.out!r}: {e.strerror or e}", file=sys.stderr)
             return 2
-    res = reaching_torques(args.duration, gravity=args.gravity, samples=args.samples)
+    res = reaching_torques(args.duration, gravity=args.gravity, samples=args.samples, start=args.start, end=args.end)
     summary = _summary(res)
+    movement = _movement(res, args.duration)
     print(f"Two-link arm (Dempster via the notes: 1.70 m, 70 kg), minimum-jerk reach in {args.duration} s, "
           f"g = {args.gravity} m/s^2")
+    print(f"reach: {movement}")
     print(f"{'joint':10s}{'term':>10s}{'peak N m':>12s}{'rms N m':>12s}")
     for joint, r in summary.items():
         for k in ("inertial", "coriolis", "gravity", "total"):
             print(f"{joint:10s}{k:>10s}{r[k]['peak']:12.3f}{r[k]['rms']:12.3f}")
         print(f"{joint:10s} |M qdd + C| > |G| during {100 * r['fraction_dynamic_gt_gravity']:.0f}% of the movement")
     if args.out:
+        import numpy as np
+
         from .io import _write_outputs
 
-        png = _plot(res, f"Minimum-jerk reach, {args.duration:g} s, g = {args.gravity:g} m/s$^2$")
-        meta = {"duration_s": args.duration, "gravity_m_s2": args.gravity, "samples": args.samples}
+        png = _plot(res, args.duration, args.gravity)
+        angles = {f"{end}_angles_deg": {joint: float(np.rad2deg(res["q"][k, j])) for j, joint in
+                                        enumerate(("shoulder", "elbow"))} for end, k in (("start", 0), ("end", -1))}
+        meta = {"movement": movement, "start_hand_m": res["start"].tolist(), "end_hand_m": res["end"].tolist(),
+                **angles, "duration_s": args.duration, "gravity_m_s2": args.gravity, "samples": args.samples}
         files = {os.path.join(args.out, "reach_torques.csv"): _reach_csv(res),
                  os.path.join(args.out, "reach_summary.json"): _json_text({**meta, **summary}),
                  os.path.join(args.out, "reach.png"): png}  # fmt: skip
@@ -155,13 +259,13 @@ def _reach_csv(res) -> str:
 
 
 def _cmd_bench(args):
-    try:
-        import benchmarks.__main__ as bench  # the repository's benchmarks/ folder
-    except ImportError:
-        print("jaxmb bench runs the benchmarks/ folder of a source checkout: "
-              "run it from the repository root (python -m benchmarks)", file=sys.stderr)
-        return 2
-    return bench.main(args.rest)
+    """``jaxmb bench``, removed: the benchmarks are the ``benchmarks/`` folder of a source
+    checkout, which is not installed with the package (the command could never find it
+    from the installed ``jaxmb``); say where they run instead of running anything."""
+    print("jaxmb bench: error: removed: the benchmarks are not installed with the package; in a source "
+          "checkout (pip install -e \".[bench]\"), run them from its root: python -m benchmarks "
+          "(python -m benchmarks --help; benchmarks/README.md)", file=sys.stderr)
+    return 2
 
 
 def default_cache_dir() -> str:
@@ -231,19 +335,28 @@ def main(argv=None) -> int:
     parser.add_argument("--no-cache", action="store_true", help="compile everything afresh; keep nothing on disk")
     sub = parser.add_subparsers(dest="command", required=True)
     p = sub.add_parser("reach", help="joint torques of a minimum-jerk reach of the two-link arm",
-                       description="Joint torques (N m) of a minimum-jerk reach (Flash & Hogan: a straight hand path) "
-                       "of the notes' two-link arm (1.70 m, 70 kg), from the inverse kinematics and jaxmb's "
-                       "inverse dynamics, with the share of each term (inertial, Coriolis, gravity); in --out the "
-                       "torques over time (reach_torques.csv), the peaks and RMS (reach_summary.json) and a figure "
-                       "(reach.png).")
+                       description="Joint torques (N m) of a minimum-jerk reach (Flash & Hogan: a straight hand path "
+                       "from --start to --end in --duration) of the notes' two-link arm (1.70 m, 70 kg; shoulder at "
+                       "the origin, x forward, y up, gravity along -y, the elbow flexed counter-clockwise), from the "
+                       "inverse kinematics and jaxmb's inverse dynamics, with the share of each term (inertial, "
+                       "Coriolis, gravity). It prints the movement (hand points and joint angles at both ends); in "
+                       "--out the torques over time (reach_torques.csv), the movement, peaks and RMS "
+                       "(reach_summary.json) and a figure (reach.png).")
+    p.add_argument("--start", type=float, nargs=2, default=None, metavar=("X", "Y"),
+                   help="hand start, m, in the shoulder frame (default: the notes' start, upper arm hanging "
+                        "vertically, elbow flexed 10 deg: (0.0747, -0.7432) m for the default arm)")
+    p.add_argument("--end", type=float, nargs=2, default=None, metavar=("X", "Y"),
+                   help="hand end, m, in the shoulder frame (default: the notes' end, upper arm forward and "
+                        "horizontal, elbow at 90 deg: (0.3196, 0.4301) m)")
     p.add_argument("--duration", type=float, default=0.5, help="movement time, s (default 0.5)")
     p.add_argument("--gravity", type=float, default=9.81, help="m/s^2 (default 9.81; 0: horizontal plane)")
     p.add_argument("--samples", type=int, default=201, help="time samples of the movement (default 201)")
     p.add_argument("--out", default="jaxmb-out/reach",
                    help="folder for the torques, summary and figure (default jaxmb-out/reach; '' for none)")  # fmt: skip
     p.set_defaults(func=_cmd_reach)
-    b = sub.add_parser("bench", help="rerun the benchmarks (from a source checkout)")
-    b.add_argument("rest", nargs=argparse.REMAINDER)
+    b = sub.add_parser("bench", help="removed: in a source checkout, python -m benchmarks", add_help=False,
+                       prefix_chars="+")  # any arguments (--help, --only ...): the pointer, not a usage error
+    b.add_argument("rest", nargs="*")
     b.set_defaults(func=_cmd_bench)
     import importlib
 

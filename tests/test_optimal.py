@@ -601,10 +601,10 @@ def test_cli_optimal_writes_figure_and_csv(tmp_path, capsys):
     (["--duration", "nan"], "--duration must be a finite number > 0"),
     # before: accepted, peak hand speeds of 9e8 m/s
     (["--duration", "1e-9"], r"--duration must be between 0.05 and 60 s for a human arm's movement, got 1e-09 s"),
-    (["--grid", "2"], "--grid 2: no grid point"),  # before: rc 2 after the main files were written
+    (["--grid", "1"], r"--grid must be 0 \(off\) or >= 2"),
     # before: "|p| = 0.750 m, the arm reaches 0.110 m < |p| < 0.750 m"
     (["--end", "0.7499", "0"], r"\|p\| = 0.7499 m, the arm reaches 0.1105 m <= \|p\| <= 0.7497 m"),
-    (["--grid", "3"], "--grid 3: no grid point"),
+    (["--grid", "-3"], r"--grid must be 0 \(off\) or >= 2"),
     (["--start", "nan", "0.4"], "--start and --end must be finite"),
     (["--start", "0.25", "0.4"], "--start and --end are the same point"),  # before: a curvature of 30.77 %
 ])  # fmt: skip
