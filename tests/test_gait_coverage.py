@@ -1,0 +1,160 @@
+"""Marker and force files that do not cover the same time, and partial stances
+(issue 38, items 1 and 2): jaxmb.gait.sagittal.
+
+The trial: the walking trial of tests/data/Gait.c3d twice (its complete frames, the
+copy displaced by the distance walked), so that the right foot steps on plate 2 and
+then on its copy, plate 4, as on a walkway; then cut, as labs export: the markers a
+few frames before the end of the second stance, the forces on a few samples past
+them, or the forces cut short of the markers.
+"""
+
+import warnings
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from jaxmb import gait
+
+HERE = Path(__file__).parent
+
+
+@pytest.fixture(scope="module")
+def strides():
+    """(markers at 100 Hz, plates at 1 kHz) of two strides, 3.88 s; the right foot's
+    contacts are plate 2 at samples 754-1324 and plate 4 at 2694-3264."""
+    pytest.importorskip("ezc3d")
+    from jaxmb import io
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        t = io.read_c3d(HERE / "data" / "Gait.c3d", warn_gaps=False)
+    m, f = t.markers, t.forces
+    a, b = 133, 327  # the complete frames, 1.33-3.26 s
+    T = b - a
+    sac = m.get("VSAC")[a:b]
+    shift = (sac[-1] - sac[0]) * T / (T - 1)
+    shift[2] = 0.0
+    mk = io.Markers(rate=100.0, time=np.arange(2 * T) / 100.0, labels=m.labels,
+                    xyz=np.concatenate([m.xyz[a:b], m.xyz[a:b] + shift]), source="walk.trc")  # fmt: skip
+    F, C, Mz = f.force[a * 10 : b * 10], f.cop[a * 10 : b * 10], f.free_moment[a * 10 : b * 10]
+    zero, nan = np.zeros_like(F), np.full_like(C, np.nan)
+    fp = io.ForcePlates(rate=1000.0, time=np.arange(2 * len(F)) / 1000.0,
+                        force=np.concatenate([np.concatenate([F, zero], 1), np.concatenate([zero, F], 1)]),
+                        cop=np.concatenate([np.concatenate([C, nan], 1), np.concatenate([nan, C + shift], 1)]),
+                        free_moment=np.concatenate([np.concatenate([Mz, Mz * np.nan], 1),
+                                                    np.concatenate([Mz * np.nan, Mz], 1)]),
+                        source="walk.forces")  # fmt: skip
+    return mk, fp
+
+
+def _frames(markers, i0, i1):
+    return markers.replace(time=markers.time[i0:i1], xyz=markers.xyz[i0:i1])
+
+
+def _samples(plates, i0, i1):
+    return plates.replace(time=plates.time[i0:i1], force=plates.force[i0:i1], cop=plates.cop[i0:i1],
+                          free_moment=plates.free_moment[i0:i1])  # fmt: skip
+
+
+def _contact(plates, k):
+    """(first, last) times, s, of the samples where plate k's force exceeds 20 N."""
+    on = np.flatnonzero(np.linalg.norm(np.nan_to_num(plates.force[:, k]), axis=-1) > 20.0)
+    assert np.all(np.diff(on) == 1), "one contact"
+    return plates.time[on[0]], plates.time[on[-1]]
+
+
+def _stance_frames(time, t0, t1):
+    """(start, stop) of the frames at ``time`` within the contact t0-t1 (s)."""
+    inside = np.flatnonzero((time >= t0 - 1e-9) & (time <= t1 + 1e-9))
+    return int(inside[0]), int(inside[-1]) + 1
+
+
+def test_forces_outlasting_the_markers_analyse_every_stance_the_cut_one_partial(strides):
+    # the markers end at 3.100 s, mid-way through the stance on plate 4; the forces
+    # go on to 3.110 s (one frame more). Before: "the right foot stands on plate 4
+    # ... outside the frames ... fill the gaps", the whole trial refused
+    mk, fp = strides
+    markers, plates = _frames(mk, 0, 311), _samples(fp, 0, 3111)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # no frame is dropped: nothing to warn about
+        sg = gait.sagittal(markers, plates)
+    assert sg.time[0] == 0.0 and sg.time[-1] == pytest.approx(3.1) and len(sg.time) == 311
+    # the stances from the force file's own contacts: the frames within each
+    first = _stance_frames(sg.time, *_contact(plates, 1))
+    second = _stance_frames(sg.time, *_contact(plates, 3))
+    assert second[1] == 311  # the contact goes on past the last frame
+    assert sg.stances == (first, second) and sg.partial == ("", "end"), (sg.stances, sg.partial)
+    # the force of the frames analysed: the plates' own samples, whole stance and cut one
+    # (loaded: above 20 N; vertical: sagittal's up)
+    f = np.nan_to_num(plates.force[:3101, [1, 3]])
+    ref = np.where(np.linalg.norm(f, axis=-1) > 20.0, f @ sg.axes[1], 0.0).sum(1)
+    np.testing.assert_allclose(sg.force[:, 1], ref, rtol=1e-12, atol=1e-9)
+    # the whole trial: the same first stance, the second whole
+    whole = gait.sagittal(mk, fp)
+    assert whole.stances[0] == first and whole.partial == ("", "")
+    # markers cut after the toe-off (the forces on past them): whole
+    after = gait.sagittal(_frames(mk, 0, 330), _samples(fp, 0, 3400))
+    assert after.stances == whole.stances and after.partial == ("", "")
+    # a contact still loaded at the forces' last sample, both files ending together: partial
+    same = gait.sagittal(markers, _samples(fp, 0, 3101))
+    assert same.stances == sg.stances and same.partial == ("", "end")
+
+
+def test_forces_that_start_after_or_end_before_the_markers_analyse_the_frames_both_cover(strides):
+    # frames without force data are unmeasured, not "no contact": the frames analysed
+    # are those both files cover, a warning says which; before: "the force plates
+    # cover ..., the markers' frames analysed ...: the forces end at ..." and nothing
+    mk, fp = strides
+    with pytest.warns(UserWarning, match=r"force plates \(walk\.forces\) cover 0\.000-3\.000 s, the markers' complete "
+                                         r"frames \(walk\.trc\) 0\.000-3\.870 s: the frames analysed are the 301 "
+                                         r"that both cover, 0\.000-3\.000 s \(frames 1-301 of the markers' file\)"):  # fmt: skip
+        end = gait.sagittal(mk, _samples(fp, 0, 3001))
+    np.testing.assert_array_equal(end.time, mk.time[:301])
+    assert end.stances[1] == (_stance_frames(end.time, 2.694, 3.0)) and end.partial == ("", "end")
+    assert end.force.shape == (3001, 2)
+    # forces from 1.000 s, mid-way through the first stance
+    with pytest.warns(UserWarning, match=r"the frames analysed are the 288 that both cover, 1\.000-3\.870 s "
+                                         r"\(frames 101-388 of the markers' file\)"):  # fmt: skip
+        start = gait.sagittal(mk, _samples(fp, 1000, len(fp.time)))
+    np.testing.assert_array_equal(start.time, mk.time[100:])
+    assert start.stances[0] == (0, _stance_frames(start.time, 1.0, 1.324)[1]) and start.partial == ("start", "")
+    assert start.hip.shape == start.toe.shape == (288, 2) and start.force.shape == (2871, 2)
+    # forces that start in the swing: the frames both cover, no stance cut
+    with pytest.warns(UserWarning, match=r"the frames analysed are the 238 that both cover, 1\.500-3\.870 s"):
+        swing = gait.sagittal(mk, _samples(fp, 1500, len(fp.time)))
+    assert swing.stances == ((_stance_frames(swing.time, *_contact(fp, 3))),) and swing.partial == ("",)
+    # too little in common: named with both spans
+    with pytest.raises(ValueError, match=r"force plates \(walk\.forces\) cover 0\.000-0\.049 s, the markers' complete "
+                                         r"frames \(walk\.trc\) 0\.000-3\.870 s: the forces end at 0\.049 s; they share "
+                                         r"5 frames, too few"):  # fmt: skip
+        gait.sagittal(mk, _samples(fp, 0, 50))
+
+
+def test_a_contact_past_a_marker_gap_is_still_an_error(strides):
+    # the recording's end cuts a stance (partial); a gap in the markers before the end
+    # does not: the contact past it is refused, as before (fill the gaps)
+    mk, fp = strides
+    xyz = mk.xyz.copy()
+    xyz[300:311, mk.labels.index("RANK")] = np.nan
+    with pytest.raises(ValueError, match=r"right foot stands on plate 4 \(walk\.forces\) between 2\.694 and 3\.110 s, "
+                                         r"outside .*RANK missing at 3\.000-3\.100 s \(frames 301-311\).*fill the gaps"):  # fmt: skip
+        gait.sagittal(_frames(mk.replace(xyz=xyz), 0, 311), _samples(fp, 0, 3111))
+
+
+def test_body_weight_leaves_out_a_contact_that_the_force_recording_cuts(strides):
+    # the middle 70 % of a cut contact is not its single support: the forces end at
+    # 2.850 s, 30 % into the stance on plate 4 (before: 601.5 N instead of 599.9 N)
+    mk, fp = strides
+    with pytest.warns(UserWarning, match="frames analysed"):
+        sg = gait.sagittal(mk, _samples(fp, 0, 2851))
+    # the docstring's definition by hand: the total vertical force over the middle
+    # 70 % of each whole contact (plate 2, samples 754-1324; plate 1, 1239-1817),
+    # the vertical force of the loaded plates (above 20 N)
+    plates = _samples(fp, 0, 2851)
+    f = np.nan_to_num(plates.force)
+    total = np.where(np.linalg.norm(f, axis=-1) > 20.0, f @ sg.axes[1], 0.0).sum(1)  # the loaded plates
+    mids = [total[r0 + int(0.15 * (r1 - r0)) : r1 - int(0.15 * (r1 - r0))] for r0, r1 in ((754, 1325), (1239, 1818))]
+    for k, (r0, r1) in ((1, (754, 1325)), (0, (1239, 1818))):
+        assert _contact(plates, k) == pytest.approx((r0 / 1000, (r1 - 1) / 1000))
+    assert sg.body_weight == pytest.approx(np.mean(np.concatenate(mids)), rel=1e-12)
