@@ -1,5 +1,5 @@
 """Marker and force files that do not cover the same time, and partial stances
-(issue 38, items 1 and 2): jaxmb.gait.sagittal.
+(issue 38, items 1 and 2): jaxmb.gait.sagittal and ``jaxmb gait``.
 
 The trial: the walking trial of tests/data/Gait.c3d twice (its complete frames, the
 copy displaced by the distance walked), so that the right foot steps on plate 2 and
@@ -8,13 +8,16 @@ few frames before the end of the second stance, the forces on a few samples past
 them, or the forces cut short of the markers.
 """
 
+import csv
+import re
+import types
 import warnings
 from pathlib import Path
 
 import numpy as np
 import pytest
 
-from jaxmb import gait
+from jaxmb import _cmd_gait, cli, gait
 
 HERE = Path(__file__).parent
 
@@ -158,3 +161,109 @@ def test_body_weight_leaves_out_a_contact_that_the_force_recording_cuts(strides)
     for k, (r0, r1) in ((1, (754, 1325)), (0, (1239, 1818))):
         assert _contact(plates, k) == pytest.approx((r0 / 1000, (r1 - 1) / 1000))
     assert sg.body_weight == pytest.approx(np.mean(np.concatenate(mids)), rel=1e-12)
+
+
+def _fake_result(n, rate=100.0):
+    """What _stance_figure reads of a GaitResult: smooth curves over n frames."""
+    t = np.arange(n) / rate
+    curve = np.stack([np.sin(2 * np.pi * t * f) for f in (1.0, 1.5, 2.0)], -1)
+    return types.SimpleNamespace(time=t, rate=rate, body_mass=60.0, convention="jaxmb", angles=curve,
+                                 moments=curve, powers=curve, moments_per_kg=curve, powers_per_kg=curve)  # fmt: skip
+
+
+def test_stance_figure_title_of_a_long_path_stays_in_the_figure():
+    # before: one line, clipped at both ends by a long file path
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+
+    res = _fake_result(100)
+    path = "/home/researcher/projects/gait-lab-2026/subject_017_session_03_overground_walking/trial_012"
+    fig = _cmd_gait._stance_figure(res, [slice(10, 60)], f"{path}.trc + {path}.forces, right leg, body mass 61.1 kg")
+    canvas = FigureCanvasAgg(fig)
+    canvas.draw()
+    box = fig._suptitle.get_window_extent(canvas.get_renderer())
+    assert box.x0 >= 0 and box.x1 <= fig.bbox.width, (box, fig.bbox)
+    assert fig._suptitle.get_text().replace("\n", "").replace(" ", "") == \
+        f"{path}.trc + {path}.forces, right leg, body mass 61.1 kg (jaxmb convention)".replace(" ", "")  # fmt: skip
+
+
+def test_stance_figure_draws_a_partial_stance_dashed_on_the_whole_stances_scale():
+    res = _fake_result(200)
+    stances = [_cmd_gait._Stance(10, 61), _cmd_gait._Stance(170, 200, "end"), _cmd_gait._Stance(0, 20, "start")]
+    fig = _cmd_gait._stance_figure(res, stances, "t")
+    for ax in fig.axes:
+        whole, end, start = ax.get_lines()[:3]
+        assert whole.get_linestyle() == "-" and end.get_linestyle() == "--" and start.get_linestyle() == "--"
+        # 51 frames are 100 %: 2 % a frame; cut at the end from 0 %, at the start up to 100 %
+        np.testing.assert_allclose(whole.get_xdata(), 2.0 * np.arange(51))
+        np.testing.assert_allclose(end.get_xdata(), 2.0 * np.arange(30))
+        np.testing.assert_allclose(start.get_xdata(), 100 - 2.0 * np.arange(20)[::-1])
+    labels = [t.get_text() for t in fig.axes[0].get_legend().get_texts()]
+    assert labels == ["stance at 0.10 s", "stance at 1.70 s (partial: cut at the end)",
+                      "stance at 0.00 s (partial: cut at the start)"]  # fmt: skip
+
+
+def _write(tmp_path, markers, plates, stem):
+    from jaxmb import io
+
+    io.write_trc(tmp_path / f"{stem}.trc", markers)
+    io.write_forces(tmp_path / f"{stem}.forces", plates)
+    return ["--trc", str(tmp_path / f"{stem}.trc"), "--forces", str(tmp_path / f"{stem}.forces")]
+
+
+def test_gait_command_forces_outlasting_the_markers(strides, tmp_path, capsys):
+    # jaxmb gait --trc T --forces F on a trial whose forces outlast the markers: the
+    # whole stance analysed, the cut one marked partial and its peaks left out
+    mk, fp = strides
+    files = _write(tmp_path, _frames(mk, 0, 311), _samples(fp, 0, 3111), "cut")
+    out = tmp_path / "out"
+    assert cli.main(["gait", *files, "--out", str(out)]) == 0
+    printed = capsys.readouterr().out
+    summary = (out / "summary.txt").read_text()
+    for text in (printed, summary):
+        assert "311 frames at 100 Hz analysed (0.000-3.100 s of the file)" in text, text
+        assert "stance 1 of 2: 0.760-1.320 s of the file (57 frames, 0.57 s); clinical signs" in text, text
+        assert re.search(r"^stance 2 of 2: 2\.700-3\.100 s of the file \(41 frames, 0\.41 s\), PARTIAL: the foot is "
+                         r"still on the plate at the last frame analysed \(no toe-off in the data\); its peaks are "
+                         r"left out.*\(--partial-stances gives them\)$", text, re.M), text  # fmt: skip
+        assert len(re.findall(r"^ankle\s", text, re.M)) == 1  # the whole stance's peaks only
+    assert "stance.png" in {p.name for p in out.iterdir()}
+    # --partial-stances: its peaks too, over its frames recorded, from the moments written
+    assert cli.main(["gait", *files, "--partial-stances", "--convention", "clinical", "--no-figures",
+                     "--out", str(out)]) == 0  # fmt: skip
+    printed = capsys.readouterr().out
+    assert "(no toe-off in the data); its peaks over the frames recorded, % of those; clinical signs" in printed
+    per_kg = np.loadtxt(out / "moments_per_kg.csv", delimiter=",", skiprows=1)
+    st = (per_kg[:, 0] >= 2.7 - 1e-9)
+    ankle = [float(x) for x in re.findall(r"^ankle\s+(-?[\d.]+)", printed, re.M)]
+    assert len(ankle) == 2 and ankle[1] == pytest.approx(per_kg[st, 3].max(), abs=0.006), (ankle, per_kg[st, 3].max())
+
+
+def test_gait_command_trials_table_marks_a_partial_stance(strides, tmp_path, capsys, monkeypatch):
+    # trials.csv: a column "partial"; a partial stance's peak cells empty
+    from jaxmb import io
+
+    mk, fp = strides
+    trials = {"a.c3d": (mk, fp), "b.c3d": (_frames(mk, 0, 311), _samples(fp, 0, 3111))}
+
+    def read_c3d(path, warn_gaps=True):
+        m, f = trials[Path(path).name]
+        return io.C3DTrial(markers=m, forces=f, point_rate=m.rate, analog_rate=f.rate, analog=np.zeros((0, 0)),
+                           analog_labels=(), analog_units=())  # fmt: skip
+
+    monkeypatch.setattr(io, "read_c3d", read_c3d)
+    out = tmp_path / "out"
+    paths = [str(tmp_path / name) for name in trials]
+    assert cli.main(["gait", "--c3d", *paths, "--no-figures", "--out", str(out)]) == 0
+    printed = capsys.readouterr().out
+    with open(out / "trials.csv") as f:
+        rows = list(csv.DictReader(f))
+    assert [(r["trial"], r["stance"], r["partial"]) for r in rows] == [("a", "1", "no"), ("a", "2", "no"),
+                                                                        ("b", "1", "no"), ("b", "2", "end")]  # fmt: skip
+    peaks = [k for k in rows[0] if k.endswith("_per_kg")]
+    assert len(peaks) == 9 and all(rows[i][k] != "" for i in range(3) for k in peaks)
+    assert all(rows[3][k] == "" for k in peaks)
+    assert float(rows[3]["start_s"]) == pytest.approx(2.7) and float(rows[3]["stance_s"]) == pytest.approx(0.41)
+    # the whole stances of the cut trial, the same strides as the whole trial's
+    for k in peaks:
+        assert float(rows[2][k]) == pytest.approx(float(rows[0][k]), rel=0.05, abs=0.05), k
+    assert re.search(r"^b\s+2\s+2\.700\s+0\.41\s+\d+\.\d  partial \(end\): peaks left out", printed, re.M), printed
