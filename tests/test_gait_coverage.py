@@ -102,6 +102,13 @@ def test_forces_outlasting_the_markers_analyse_every_stance_the_cut_one_partial(
     # a contact still loaded at the forces' last sample, both files ending together: partial
     same = gait.sagittal(markers, _samples(fp, 0, 3101))
     assert same.stances == sg.stances and same.partial == ("", "end")
+    # the mirror: the markers start at 1.300 s, the last 3 frames of the stance on
+    # plate 2 (the foot judged on the samples that the markers cover: its force was
+    # not taken as this foot's, zero in those frames)
+    late = gait.sagittal(_frames(mk, 130, len(mk.time)), fp)
+    assert late.stances == ((0, 3), _stance_frames(late.time, *_contact(fp, 3))) and late.partial == ("start", "")
+    f = np.nan_to_num(fp.force[1300:1303, 1])
+    np.testing.assert_allclose(late.force[:3, 1], f @ late.axes[1], rtol=1e-12)
 
 
 def test_forces_that_start_after_or_end_before_the_markers_analyse_the_frames_both_cover(strides):
