@@ -261,7 +261,8 @@ def _load_one(args, mapping, path=None):
                   f"estimate, {est:.1f} kg, in {name}: the per-kg results use --body-mass", file=sys.stderr)  # fmt: skip
     if body_mass is None:
         if sg.body_weight is None:
-            raise InputError("give --body-mass (kg): no force plate to estimate it from")
+            raise InputError(f"give --body-mass (kg): no contact with a force plate in {name} that the force "
+                             "recording holds whole (10 frames or more) to estimate it from")  # fmt: skip
         body_mass = sg.body_weight / 9.81
     kw = sg.inputs()
     kw.update(body_mass=body_mass, cutoff=_cutoff(args.cutoff, 6.0))

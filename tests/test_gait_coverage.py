@@ -170,6 +170,24 @@ def test_body_weight_leaves_out_a_contact_that_the_force_recording_cuts(strides)
     assert sg.body_weight == pytest.approx(np.mean(np.concatenate(mids)), rel=1e-12)
 
 
+def test_forces_within_one_stance_cut_it_at_both_ends_and_estimate_no_body_weight(strides, tmp_path, capsys):
+    # forces from 2.750 to 3.199 s, within the stance on plate 4 (2.694-3.264 s)
+    mk, fp = strides
+    plates = _samples(fp, 2750, 3200)
+    with pytest.warns(UserWarning, match=r"the frames analysed are the 45 that both cover, 2\.750-3\.190 s"):
+        sg = gait.sagittal(mk, plates)
+    assert sg.stances == ((0, 45),) and sg.partial == ("both",) and sg.body_weight is None
+    # the command asks for the body mass, saying why (before: "no force plate to
+    # estimate it from", beside a file with plates; now it is asked, not guessed
+    # from a contact's middle that is not its middle)
+    files = _write(tmp_path, mk, plates, "within")
+    assert cli.main(["gait", *files, "--out", str(tmp_path / "out")]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err[-1] == (f"jaxmb gait: error: give --body-mass (kg): no contact with a force plate in {files[1]} + "
+                       f"{files[3]} that the force recording holds whole (10 frames or more) to estimate it from"), err
+    assert "the frames analysed are the 45" in err[0] and not (tmp_path / "out").exists()
+
+
 def _fake_result(n, rate=100.0):
     """What _stance_figure reads of a GaitResult: smooth curves over n frames."""
     t = np.arange(n) / rate
