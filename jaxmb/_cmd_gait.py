@@ -14,6 +14,14 @@ then written as one set (:func:`jaxmb.io._write_files`: every file to a temporar
 name, then the renames), so a failed run leaves no half-written file and no partial
 set; a write that fails is one line on stderr and exit status 2. The time column of
 the CSV files of a measured trial is the file's time.
+
+A measured trial is analysed over the frames that the markers and the forces both
+cover (the summary gives them; a note when forces that start late or end early
+leave marker frames out). A stance that the start or end of a recording cuts off
+(the foot already on the plate at the first frame analysed, or still on it at the
+last) is marked partial in the summary, in trials.csv (column ``partial``) and
+dashed in stance.png; its samples are analysed and written, its peaks (their % of
+stance is not that of a whole stance) only with ``--partial-stances``.
 """
 
 from __future__ import annotations
@@ -68,6 +76,11 @@ def add_command(sub) -> None:
     p.add_argument("--out", default="jaxmb-out/gait",
                    help="output folder (default jaxmb-out/gait; '' writes nothing)")
     p.add_argument("--no-figures", action="store_true", help="write the CSV files only")
+    p.add_argument("--partial-stances", action="store_true",
+                   help="also give the peaks (and their %% of stance) of a partial stance, one that the start or end "
+                        "of a recording cuts off (marked partial in the summary, in trials.csv and dashed in "
+                        "stance.png); by default its samples are analysed and written but its peaks left out, "
+                        "since its %% of stance is not that of a whole stance")  # fmt: skip
     p.set_defaults(func=_main)
 
 
@@ -248,7 +261,8 @@ def _load_one(args, mapping, path=None):
     if plates is None or plates.force.shape[1] == 0:
         raise InputError(f"{name} has no force plates: the moments need the ground reaction force")
     if sg.stance is None:
-        raise InputError(f"the {args.side} foot touches no force plate in {name}")
+        raise InputError(f"the {args.side} foot touches no force plate in {name} within the frames analysed, "
+                         f"{sg.time[0]:.3f}-{sg.time[-1]:.3f} s of the file")  # fmt: skip
     body_mass = args.body_mass
     if body_mass is not None and sg.body_weight is not None:
         est = sg.body_weight / 9.81
@@ -257,14 +271,46 @@ def _load_one(args, mapping, path=None):
                   f"estimate, {est:.1f} kg, in {name}: the per-kg results use --body-mass", file=sys.stderr)  # fmt: skip
     if body_mass is None:
         if sg.body_weight is None:
-            raise InputError("give --body-mass (kg): no force plate to estimate it from")
+            raise InputError(f"give --body-mass (kg): no contact with a force plate in {name} that the force "
+                             "recording holds whole (10 frames or more) to estimate it from")  # fmt: skip
         body_mass = sg.body_weight / 9.81
     kw = sg.inputs()
     kw.update(body_mass=body_mass, cutoff=_cutoff(args.cutoff, 6.0))
     est = "" if args.body_mass is not None else " (estimated from the plates)"
     desc = f"{name}, {args.side} leg, body mass {body_mass:.1f} kg{est}"
-    stances = [slice(*st) for st in (sg.stances or (sg.stance,))]
+    spans = sg.stances or (sg.stance,)
+    stances = [_Stance(*st, partial=p) for st, p in zip(spans, sg.partial or ("",) * len(spans))]
     return kw, None, stances, desc, os.path.splitext(os.path.basename(path or args.trc))[0], sg.time
+
+
+@dataclasses.dataclass(frozen=True)
+class _Stance:
+    """A stance's frames, start to stop (exclusive), and ``partial``: "" for a whole
+    stance, "start", "end" or "both" for one that a recording cuts off
+    (:attr:`jaxmb.gait.SagittalTrial.partial`). The functions that take stances
+    take a plain slice too (a whole stance)."""
+
+    start: int
+    stop: int
+    partial: str = ""
+
+
+def _frames(st) -> slice:
+    """The frames of a stance (a :class:`_Stance` or a slice)."""
+    return slice(st.start, st.stop)
+
+
+def _cut(st) -> str:
+    """How a recording cuts a stance off: "", "start", "end" or "both"."""
+    return getattr(st, "partial", "")
+
+
+#: a partial stance's cut, in words
+_CUT_TEXT = {
+    "start": "the foot is on the plate at the first frame analysed (no foot strike in the data)",
+    "end": "the foot is still on the plate at the last frame analysed (no toe-off in the data)",
+    "both": "the foot is on the plate from the first frame analysed to the last (no foot strike, no toe-off)",
+}
 
 
 _PER_TRIAL = ("hip", "knee", "ankle", "toe", "force", "cop")
@@ -370,17 +416,21 @@ def _peaks(res, stance):
     from .gait import JOINTS
 
     r = res.to_convention("clinical")
-    m, pw = r.moments_per_kg[stance], r.powers_per_kg[stance]
+    m, pw = r.moments_per_kg[_frames(stance)], r.powers_per_kg[_frames(stance)]
     pct = 100 / max(len(m) - 1, 1)
     return {j: (m[:, k].max(), pct * np.argmax(m[:, k]), m[:, k].min(), pct * np.argmin(m[:, k]), pw[:, k].max())
             for k, j in enumerate(JOINTS)}  # fmt: skip
 
 
-def _trials_table(names, files, results, stances):
-    """(CSV text, printed lines) of every trial's stance peaks, a row per stance."""
+def _trials_table(names, files, results, stances, partial_stances=False):
+    """(CSV text, printed lines) of every trial's stance peaks, a row per stance.
+    The column ``partial``: "no", or "start", "end" or "both" for a stance that a
+    recording cuts off (its stance_s the part recorded); such a stance's peak cells
+    are empty unless ``partial_stances``."""
     from .gait import JOINTS
 
-    cols = ["trial", "path", "stance", "start_s", "trial_frames", "stance_s", "body_mass_kg", "cutoff_hz"] + [
+    cols = ["trial", "path", "stance", "start_s", "trial_frames", "stance_s", "body_mass_kg", "cutoff_hz",
+            "partial"] + [
         f"{j}_{q}" for j in JOINTS for q in ("moment_max_nm_per_kg", "moment_min_nm_per_kg", "power_max_w_per_kg")]
     text = StringIO()
     table = csv.writer(text, lineterminator="\n")  # quotes a file name with a comma
@@ -389,19 +439,25 @@ def _trials_table(names, files, results, stances):
     lines.append(f"{'trial':24s}{'stance':>7s}{'start s':>9s}{'stance s':>9s}{'mass kg':>8s}"
                  + "".join(f"{j + ' +/- N m/kg':>22s}" for j in JOINTS))  # fmt: skip
     for name, path, res, sts in zip(names, files, results, stances):
-        cut = "" if res.cutoff is None else f"{float(res.cutoff):.6g}"
+        cutoff = "" if res.cutoff is None else f"{float(res.cutoff):.6g}"
         for i, st in enumerate(sts):
             pk = _peaks(res, st)
+            cut = _cut(st)
+            shown = partial_stances or not cut
             # contact time: stance frames x the sample interval. Contact begins between the
             # frame before st.start and st.start and ends between st.stop - 1 and st.stop, so
             # this is unbiased; the last-minus-first frame time is one interval short on average
             dur = (st.stop - st.start) / res.rate
             t0 = float(res.time[st.start])
-            vals = [f"{pk[j][k]:.6g}" for j in JOINTS for k in (0, 2, 4)]
+            vals = [f"{pk[j][k]:.6g}" if shown else "" for j in JOINTS for k in (0, 2, 4)]
             table.writerow([name, path, str(i + 1), f"{t0:.6g}", str(res.frames), f"{dur:.6g}", f"{res.body_mass:.6g}",
-                            cut] + vals)  # fmt: skip
-            lines.append(f"{name[:23]:24s}{i + 1:7d}{t0:9.3f}{dur:9.2f}{res.body_mass:8.1f}"
-                         + "".join(f"{pk[j][0]:13.2f} {pk[j][2]:8.2f}" for j in JOINTS))  # fmt: skip
+                            cutoff, cut or "no"] + vals)  # fmt: skip
+            line = f"{name[:23]:24s}{i + 1:7d}{t0:9.3f}{dur:9.2f}{res.body_mass:8.1f}"
+            if shown:
+                line += "".join(f"{pk[j][0]:13.2f} {pk[j][2]:8.2f}" for j in JOINTS)
+            if cut:
+                line += f"  partial ({cut})" + ("" if shown else ": peaks left out (--partial-stances gives them)")
+            lines.append(line)
     return text.getvalue(), lines
 
 
@@ -437,7 +493,13 @@ def _tables(res):
 
 
 def _stance_figure(res, stances, title):
-    """Angles, moments and powers over each stance (a line each), against % of stance."""
+    """Angles, moments and powers over each stance (a line each), against % of stance.
+    A partial stance (cut off by a recording) dashed, "(partial)" in the legend, on
+    the scale of the trial's whole stances (their mean length is 100 %; a stance cut
+    at its end starts at 0 %, one cut at its start ends at 100 %), or over its frames
+    recorded (cut at both ends, or without a whole stance). The title wrapped to the figure's width."""
+    import textwrap
+
     from matplotlib.figure import Figure
 
     from .gait import JOINTS
@@ -447,14 +509,21 @@ def _stance_figure(res, stances, title):
     per_kg = res.body_mass is not None
     mom = res.moments_per_kg if per_kg else res.moments
     pw = res.powers_per_kg if per_kg else res.powers
+    whole = [st.stop - st.start for st in stances if not _cut(st)]
+    scale = 100 / max(np.mean(whole) - 1, 1) if whole else None  # % of stance per frame
     rows = (("angle (deg)", np.degrees(res.angles)), ("moment (N m/kg)" if per_kg else "moment (N m)", mom),
             ("power (W/kg)" if per_kg else "power (W)", pw))  # fmt: skip
     for i, (label, arr) in enumerate(rows):
         for j, joint in enumerate(JOINTS):
             ax = axs[i, j]
             for st in stances:
-                pct = 100 * np.arange(st.stop - st.start) / max(st.stop - st.start - 1, 1)
-                ax.plot(pct, arr[st, j], label=f"stance at {res.time[st.start]:.2f} s")
+                n, cut = st.stop - st.start, _cut(st)
+                pct = 100 * np.arange(n) / max(n - 1, 1)
+                if cut in ("start", "end") and scale is not None:
+                    pct = scale * np.arange(n) if cut == "end" else 100 - scale * np.arange(n)[::-1]
+                ax.plot(pct, arr[_frames(st), j], ls="--" if cut else "-",
+                        label=f"stance at {res.time[st.start]:.2f} s" + (f" (partial: cut at the {cut})"
+                                                                          if cut else ""))  # fmt: skip
             ax.axhline(0, color="0.6", lw=0.5)
             if i == 0:
                 ax.set_title(joint)
@@ -462,16 +531,21 @@ def _stance_figure(res, stances, title):
                 ax.set_ylabel(label)
             if i == 2:
                 ax.set_xlabel("stance (%)")
-    if len(stances) > 1:
+    if len(stances) > 1 or any(_cut(st) for st in stances):
         axs[0, 0].legend(fontsize="small")
-    fig.suptitle(f"{title} ({res.convention} convention)")
+    # wrapped (a long file path ran off both sides); a path breaks anywhere
+    fig.suptitle(textwrap.fill(f"{title} ({res.convention} convention)", 100, break_on_hyphens=False))
     return fig
 
 
-def _summary(res, truth, stances, desc):
+def _summary(res, truth, stances, desc, partial_stances=False):
+    """(lines, RMS errors or None) of one trial: the errors against the truth, or
+    the peaks over each stance; a partial stance's peaks only with
+    ``partial_stances``."""
     from . import gait
 
-    lines = [f"jaxmb gait: {desc}", f"{len(res.time)} frames at {res.rate:g} Hz, cut-off: "
+    span = "" if truth is not None else f" ({res.time[0]:.3f}-{res.time[-1]:.3f} s of the file)"
+    lines = [f"jaxmb gait: {desc}", f"{len(res.time)} frames at {res.rate:g} Hz analysed{span}, cut-off: "
              f"{'none' if res.cutoff is None else (f'{float(np.max(res.cutoff)):.3g} Hz')}"]  # fmt: skip
     if truth is not None:
         err = gait.rms_errors(res, truth[0], truth[1])
@@ -487,9 +561,17 @@ def _summary(res, truth, stances, desc):
     for i, stance in enumerate(stances):
         n = stance.stop - stance.start
         which = f"stance {i + 1} of {len(stances)}" if len(stances) > 1 else "stance"
-        lines.append(f"{which}: {t[stance.start]:.3f}-{t[stance.stop - 1]:.3f} s of the file ({n} frames, "
-                     f"{n / res.rate:.2f} s); clinical signs (extensor, plantarflexor moments positive), per kg of "
-                     "body mass")  # fmt: skip
+        cut = _cut(stance)
+        head = (f"{which}: {t[stance.start]:.3f}-{t[stance.stop - 1]:.3f} s of the file ({n} frames, "
+                f"{n / res.rate:.2f} s)")  # fmt: skip
+        if cut:
+            head += f", PARTIAL: {_CUT_TEXT[cut]}"
+            if not partial_stances:
+                lines.append(f"{head}; its peaks are left out, its % of stance is not that of a whole stance "
+                             "(--partial-stances gives them)")  # fmt: skip
+                continue
+            head += "; its peaks over the frames recorded, % of those"
+        lines.append(f"{head}; clinical signs (extensor, plantarflexor moments positive), per kg of body mass")
         lines.append(f"{'joint':8s}{'peak + N m/kg':>15s}{'at %':>6s}{'peak - N m/kg':>15s}{'at %':>6s}"
                      f"{'peak power W/kg':>17s}")  # fmt: skip
         for joint, (hi, at_hi, lo, at_lo, power) in _peaks(res, stance).items():
@@ -516,10 +598,10 @@ def _trial_outputs(res, truth, stances, desc, args):
     from . import gait
     from .io import _png
 
-    lines, _ = _summary(res, truth, stances, desc)
+    lines, _ = _summary(res, truth, stances, desc, args.partial_stances)
     where = np.zeros(len(res.time), bool)
     for st in stances:
-        where[st] = True  # "over stance": the stances the caller knows
+        where[_frames(st)] = True  # "over stance": the stances the caller knows
     effects = gait.term_effects(res, None if truth is None else truth[0],
                                 None if truth is None else truth[1], where=where)  # fmt: skip
     lines.append("quasi-static estimate (inertial terms dropped), RMS change of the moments over stance: "
@@ -622,7 +704,7 @@ def run(args) -> int:
             lines += [] if several else trial_lines
             progress.update()
         if several:
-            table, lines = _trials_table(names, [t[6] for t in trials], results, stances)
+            table, lines = _trials_table(names, [t[6] for t in trials], results, stances, args.partial_stances)
             lines = [f"jaxmb gait: {len(trials)} trial{'s' if len(trials) > 1 else ''}, {args.side} leg, clinical signs (extensor, plantarflexor "
                      "moments positive), peaks over each stance on the plates"] + lines  # fmt: skip
             if skipped:

@@ -1547,8 +1547,9 @@ class SagittalTrial:
     (the floor at y = 0 when the lab's vertical coordinate is zero on the plates).
 
     Attributes:
-      hip, knee, ankle, toe: (T, 2) joint centres, m, over the frames where every
-        marker needed is present (the longest such run).
+      hip, knee, ankle, toe: (T, 2) joint centres, m, over the frames analysed: the
+        longest run of frames in which every marker needed is present, within the
+        force plates' recording.
       force: (Tf, 2) ground reaction force on the foot (Fx, Fy), N, at
         ``time[0] + j / force_rate``: the sum over this foot's contacts with the
         plates; zero elsewhere.
@@ -1562,13 +1563,18 @@ class SagittalTrial:
       stances: every stance phase on the plates, ((start, stop), ...), in time order
         (a foot that steps on two plates in turn has two; on two plates at once,
         one); ``stance`` is the first.
+      partial: per stance, "" for a stance held whole; "start", "end" or "both"
+        for one that the start or end of a recording cuts off (the foot already on
+        the plate at the first frame analysed, or still on it at the last: its
+        foot strike or toe-off is not in the data, and % of stance means nothing).
       plates: 0-based indices of the plates under this foot.
       axes: (3, 3) rows: the lab-frame unit vectors of forward (x), up (y) and the
         right-hand lateral axis (forward x up), in which the data were projected.
       side: "right" or "left".
       body_weight: N, the mean total vertical force over the middle 70 % of each
-        loaded plate's contact (single support, where the foot carries the body; an
-        estimate within a few per cent), or None without plates.
+        loaded plate's contact that the force recording holds whole (single
+        support, where the foot carries the body; an estimate within a few per
+        cent), or None without such a contact.
       contacts: ((plate, first s, last s), ...) this foot's contacts with the plates
         (the file's times of the first and last loaded samples).
     """
@@ -1589,6 +1595,7 @@ class SagittalTrial:
     body_weight: float | None
     contacts: tuple = ()
     stances: tuple = ()
+    partial: tuple = ()
 
     def inputs(self) -> dict:
         """Keyword arguments of :func:`analyze` for this trial."""
@@ -1778,6 +1785,24 @@ def _gap_text(markers, labels, f0, f1) -> str:
     return "; ".join(parts)
 
 
+def _covered(time, ft, frate, markers, plates) -> tuple:
+    """(first, stop) indices into the frame times ``time`` (s) of the frames that the
+    force samples at times ``ft`` (s, rate ``frate``, Hz) cover, to half a sample
+    (a Time column rounded to a few decimals); ValueError naming both files and
+    their spans when they share fewer than 8 frames."""
+    half = 0.5 / frate
+    on = (time >= ft[0] - half) & (time <= ft[-1] + half)
+    first, stop = int(np.argmax(on)), len(on) - int(np.argmax(on[::-1]))
+    if on.sum() < 8:
+        end = (f"the forces start at {ft[0]:.3f} s" if ft[0] > time[0] + half else "") + (
+            f"{' and ' if ft[0] > time[0] + half else 'the forces '}end at {ft[-1]:.3f} s"
+            if ft[-1] < time[-1] - half else "")  # fmt: skip
+        raise ValueError(f"sagittal: the force plates{_src(plates)} cover {ft[0]:.3f}-{ft[-1]:.3f} s, the markers' "
+                         f"complete frames{_src(markers)} {time[0]:.3f}-{time[-1]:.3f} s: {end}; they share "
+                         f"{int(on.sum())} frames, too few to analyse (8 at least)")  # fmt: skip
+    return first, stop
+
+
 def sagittal(markers, plates=None, *, side: str = "right", mapping=None, min_force: float = 20.0) -> SagittalTrial:
     """3-D markers and force plates to the sagittal-plane inputs of :func:`analyze`.
 
@@ -1793,8 +1818,10 @@ def sagittal(markers, plates=None, *, side: str = "right", mapping=None, min_for
       sacrum, ``("harrington", RASIS, LASIS, RPSIS, LPSIS)`` (the sacrum at the PSIS
       midpoint). Give ``mapping={"hip": ("RGT",), ...}`` to use other markers ({S}
       stands for R or L).
-    - The kinematics keep the longest run of frames in which every marker needed is
-      present (the frames analysed).
+    - The frames analysed: the longest run of frames in which every marker needed is
+      present, cut to the force plates' recording (to half a force sample; frames
+      without force data are unmeasured, not "no contact"). A warning says so when
+      that cut drops frames (forces that start after the markers or end before them).
     - Plates are assigned per *contact* (a run of samples in which a plate is loaded,
       its force above ``min_force``), not per plate. Over the contact's substantial
       samples (vertical force above 20 % of the contact's peak), a foot stands on the
@@ -1813,11 +1840,16 @@ def sagittal(markers, plates=None, *, side: str = "right", mapping=None, min_for
       foot comes within 0.15 m of the centre of pressure only while it swings past
       at 4.4 m/s or more. A stance phase is a run of samples in which this foot's
       force is on (runs less than 50 ms apart are one); a foot that steps on two
-      plates in turn has two (``stances``).
+      plates in turn has two (``stances``). A contact that the recording cuts off
+      (it goes on past the markers' first or last frame, or is loaded at the
+      forces' first or last sample) gives a *partial* stance (``partial``); the
+      other stances are analysed as usual.
     - The force and centre of pressure are given at ``time[0] + j / force_rate``: the
       plates' own samples when they fall on that grid, else linearly interpolated
       (a TRC Time column rounded to a few decimals, or plate and marker rates that
       are not multiples).
+    - Body weight: from the contacts that the force recording holds whole (not
+      those loaded at its first or last sample).
     - Errors number the plates from 1, as the files do (``FX1``, force platform 1);
       ``plates`` holds 0-based indices. They name the files when the data come from
       jaxmb's readers (``Markers.source``, ``ForcePlates.source``).
@@ -1838,12 +1870,14 @@ def sagittal(markers, plates=None, *, side: str = "right", mapping=None, min_for
     Raises:
       ValueError: a malformed mapping (unknown keys, a 'harrington' hip without three
         or four markers, 'harrington' for another joint); a marker named by the
-        mapping is missing (the message lists the labels), no run of complete frames, an unknown side; plates without samples,
-        plates that do not cover the frames analysed (both time spans); a plate
-        loaded by both feet (the plate and the times); a contact of this foot (or a
-        contact whose foot cannot be told, this foot's heel and toe missing) outside
-        the frames analysed (the missing markers and the times and frames of their
-        gaps: fill them first); a NaN or infinite force on a plate of this foot within
+        mapping is missing (the message lists the labels), no run of complete frames,
+        an unknown side; plates without samples,
+        plates that share fewer than 8 frames with the complete run (both time
+        spans); a plate loaded by both feet (the plate and the times); a contact of
+        this foot (or a contact whose foot cannot be told, this foot's heel and toe
+        missing) past an end of the frames analysed that a marker gap sets, not a
+        recording (the missing markers and the times and frames of their gaps: fill
+        them first); a NaN or infinite force on a plate of this foot within
         the frames analysed, or a NaN centre of pressure where this foot's plate
         carries more than twice ``min_force`` vertically (the plate and the time;
         below that a missing centre of pressure is the reader's "unloaded", e.g.
@@ -1909,15 +1943,26 @@ def sagittal(markers, plates=None, *, side: str = "right", mapping=None, min_for
     frate = float(plates.rate)
     ft = plates.time
     Tf, P = plates.force.shape[:2]
-    # the force over the kinematics' span, time[0] to time[0] + (T - 1) / rate: the
+    # the frames analysed: those of the complete run that the forces cover (frames
+    # without force data are unmeasured, not "no contact"); their ends that a
+    # recording sets (the markers' first or last frame, the forces' first or last
+    # sample), past which a contact is cut off (a partial stance), unlike an end
+    # that a marker gap sets (a contact past it is an error: fill the gaps)
+    a2, b2 = _covered(time, ft, frate, markers, plates)
+    edge_start, edge_end = a == 0 or a2 > 0, b == len(markers.time) or b2 < T
+    if (a2, b2) != (0, T):
+        import warnings
+
+        warnings.warn(f"sagittal: the force plates{_src(plates)} cover {ft[0]:.3f}-{ft[-1]:.3f} s, the markers' "
+                      f"complete frames{_src(markers)} {time[0]:.3f}-{time[-1]:.3f} s: the frames analysed are the "
+                      f"{b2 - a2} that both cover, {time[a2]:.3f}-{time[b2 - 1]:.3f} s (frames {a + a2 + 1}-{a + b2} "
+                      "of the markers' file)", stacklevel=2)  # fmt: skip
+        proj = {k: v[a2:b2] for k, v in proj.items()}
+        time, T = time[a2:b2], b2 - a2
+    # the force over the frames analysed, time[0] to time[0] + (T - 1) / rate: the
     # grid time[0] + j / frate, its last sample at or past the end (held there)
     n = int(np.ceil((T - 1) * frate / rate - 1e-6)) + 1
     grid = time[0] + np.arange(n) / frate
-    half = 0.5 / frate
-    if ft[0] > time[0] + half or ft[-1] < time[0] + (T - 1) / rate - half:
-        end = f"the forces start at {ft[0]:.3f} s" if ft[0] > time[0] + half else f"the forces end at {ft[-1]:.3f} s"
-        raise ValueError(f"sagittal: the force plates{_src(plates)} cover {ft[0]:.3f}-{ft[-1]:.3f} s, the markers' "
-                         f"frames analysed{_src(markers)} {time[0]:.3f}-{time[-1]:.3f} s: {end}")  # fmt: skip
     i0 = int(np.round((time[0] - ft[0]) * frate))
     aligned = 0 <= i0 and i0 + n <= Tf and abs((ft[i0] - time[0]) * frate) < 1e-6
 
@@ -1951,12 +1996,14 @@ def sagittal(markers, plates=None, *, side: str = "right", mapping=None, min_for
                 continue
             fr = fidx[idx]
             cop = plates.cop[idx, k]
+            # a contact that the marker recording cuts off: judged on the samples it holds
+            seen = big & inside[idx] if (big & inside[idx]).any() else inside[idx]
 
             def stands(f):
                 heel, toe, spd = f
                 d = np.where(inside[idx], _line_distance(cop, heel[fr], toe[fr], up), np.nan)
-                on = big & (d < _FOOT_TOLERANCE) & (spd[fr] < _FOOT_STILL)
-                return d, on, on.sum() >= max(1.0, _INVOLVED * big.sum())
+                on = seen & (d < _FOOT_TOLERANCE) & (spd[fr] < _FOOT_STILL)
+                return d, on, on.sum() >= max(1.0, _INVOLVED * seen.sum())
 
             d_own, _, on_own = stands(own)
             on_other, j_other = False, None
@@ -1977,15 +2024,16 @@ def sagittal(markers, plates=None, *, side: str = "right", mapping=None, min_for
                                      f"heel-to-toe line at {ft[r0 + j]:.3f} s){split}")  # fmt: skip
                 mine.append((k, r0, r1))
             elif not on_other:
-                known = np.isfinite(d_own[big]) & np.isfinite(own[2][fr][big])
+                known = np.isfinite(d_own[seen]) & np.isfinite(own[2][fr][seen])
                 if known.mean() < 0.5:  # this foot's heel and toe are missing: whose contact is it?
                     unsure.append((k, r0, r1))
 
-    # --- this foot's contacts must lie within the frames analysed
+    # --- this foot's contacts must lie within the frames analysed, or go on past an
+    # end that a recording sets (a partial stance)
     labels = [lab for key in ("hip", "knee", "ankle", "toe", "heel") for lab in _spec_labels(spec[key], S)]
     for k, r0, r1 in mine + unsure:
         t0, t1 = ft[r0], ft[r1 - 1]
-        if t0 >= time[0] - 0.5 / rate and t1 <= time[-1] + 0.5 / rate:
+        if (t0 >= time[0] - 0.5 / rate or edge_start) and (t1 <= time[-1] + 0.5 / rate or edge_end):
             continue
         why = [_gap_text(markers, labels, min(fidx[r0], a), max(fidx[r1 - 1], b - 1))]
         if t0 < mt[0] - 0.5 / rate:
@@ -1998,7 +2046,7 @@ def sagittal(markers, plates=None, *, side: str = "right", mapping=None, min_for
         else:
             head = (f"sagittal: the {side} foot stands on plate {k + 1}{_src(plates)} between {t0:.3f} and "
                     f"{t1:.3f} s, outside the frames in which every marker of the mapping is present "
-                    f"({time[0]:.3f}-{time[-1]:.3f} s, the longest such run)")  # fmt: skip
+                    f"({mt[a]:.3f}-{mt[b - 1]:.3f} s, the longest such run)")  # fmt: skip
         raise ValueError(f"{head}: {'; '.join(w for w in why if w)}; fill the gaps before the analysis (jaxmb has "
                          "no gap filling: the motion-capture software has)")  # fmt: skip
 
@@ -2054,19 +2102,39 @@ def sagittal(markers, plates=None, *, side: str = "right", mapping=None, min_for
     stances = tuple((int(np.ceil(g0 * rate / frate - 1e-9)), min(int(np.floor((g1 - 1) * rate / frate + 1e-9)) + 1, T))
                     for g0, g1 in stances)  # fmt: skip
     stance = stances[0] if stances else None
+    partial = _partial(stances, mine, ft, time, rate, Tf)
     # body weight: mean total vertical force over the middle 70 % of each contact
+    # that the force recording holds whole (loaded at its first or last sample, the
+    # middle of what it holds is not the middle of the contact)
     vert_all = np.where(loaded, vert, 0.0).sum(-1)
     mids = []
     for k in range(P):
         for r0, r1 in _runs(loaded[:, k]):
             m_ = r1 - r0
-            if m_ * rate / frate >= 10:  # a contact of at least 10 frames
+            if m_ * rate / frate >= 10 and r0 > 0 and r1 < Tf:  # a whole contact of at least 10 frames
                 mids.append(vert_all[r0 + int(0.15 * m_) : r1 - int(0.15 * m_)])
     weight = float(np.mean(np.concatenate(mids))) if mids else None
     contacts = tuple((k, float(ft[r0]), float(ft[r1 - 1])) for k, r0, r1 in sorted(mine))
     return SagittalTrial(proj["hip"], proj["knee"], proj["ankle"], proj["toe"], force, cop, rate, frate, time,
                          stance, tuple(sorted({k for k, _, _ in mine})), axes, side, weight, contacts,
-                         stances)  # fmt: skip
+                         stances, partial)  # fmt: skip
+
+
+def _partial(stances, mine, ft, time, rate, Tf) -> tuple:
+    """Per stance ((start, stop) frames of the (T,) frame times ``time``, s): "start"
+    where one of this foot's contacts ``mine`` ((plate, first, stop) force samples at
+    times ``ft``, s; ``Tf`` samples) is cut off by the start of the frames analysed
+    (it begins more than half a frame, 1 / (2 ``rate``), before the first frame, or is
+    loaded at the forces' first sample) and the stance starts at the first frame;
+    "end" likewise at the end; "both"; "" for a stance held whole."""
+    h = 0.5 / rate
+    cut0 = any((ft[r0] < time[0] - h or r0 == 0) and ft[r1 - 1] >= time[0] - h for _, r0, r1 in mine)
+    cut1 = any((ft[r1 - 1] > time[-1] + h or r1 == Tf) and ft[r0] <= time[-1] + h for _, r0, r1 in mine)
+    out = []
+    for s0, s1 in stances:
+        start, end = cut0 and s0 == 0, cut1 and s1 == len(time)
+        out.append("both" if start and end else "start" if start else "end" if end else "")
+    return tuple(out)
 
 
 # -------------------------------------------------------------- comparisons

@@ -423,8 +423,10 @@ def test_gait_trc_errors_name_the_files(tmp_path, capsys):
     out = tmp_path / "out"
     assert cli.main(["gait", "--trc", str(trc), "--forces", str(forces), "--out", str(out)]) == 2
     err = capsys.readouterr().err.strip().splitlines()
-    assert len(err) == 1 and "force plates (short.forces) cover 0.000-1.499 s, the markers' frames analysed " \
-        "(walk.trc) 1.330-3.260 s: the forces end at 1.499 s" in err[0], err  # fmt: skip
+    assert len(err) == 2 and "force plates (short.forces) cover 0.000-1.499 s, the markers' complete frames " \
+        "(walk.trc) 1.330-3.260 s: the frames analysed are the 17 that both cover" in err[0], err  # fmt: skip
+    assert err[1] == f"jaxmb gait: error: the right foot touches no force plate in {trc} + {forces} within the " \
+        "frames analysed, 1.330-1.490 s of the file", err  # fmt: skip
     text = trc.read_text().replace("PathFileType\t4\t(X/Y/Z)\t", "PathFileType\t4\t(X/Y/Z)\tDonn\u00e9es ")
     trc.write_bytes(text.encode("latin-1"))
     io.write_forces(forces, p)

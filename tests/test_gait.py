@@ -904,10 +904,18 @@ def test_sagittal_plates_that_do_not_cover_the_markers_or_hold_nothing(lab):
     markers, plates = lab
     short = plates.replace(time=plates.time[:1500], force=plates.force[:1500], cop=plates.cop[:1500],
                            free_moment=plates.free_moment[:1500])  # fmt: skip
-    # before: "the right foot touches no force plate"
-    with pytest.raises(ValueError, match=r"force plates \(walk\.forces\) cover 0\.000-1\.499 s, the markers' frames "
-                                         r"analysed \(walk\.trc\) 1\.330-3\.260 s: the forces end at 1\.499 s"):  # fmt: skip
-        gait.sagittal(markers, short)
+    # the frames both cover, said in a warning (frames without force data are not
+    # "no contact"); fewer than 8 in common: an error naming both spans
+    with pytest.warns(UserWarning, match=r"force plates \(walk\.forces\) cover 0\.000-1\.499 s, the markers' complete "
+                                         r"frames \(walk\.trc\) 1\.330-3\.260 s: the frames analysed are the 17 that "
+                                         r"both cover, 1\.330-1\.490 s \(frames 134-150 of the markers' file\)"):  # fmt: skip
+        sg = gait.sagittal(markers, short)
+    assert sg.stance is None and np.array_equal(sg.time, markers.time[133:150])
+    with pytest.raises(ValueError, match=r"force plates \(walk\.forces\) cover 0\.000-1\.399 s, the markers' complete "
+                                         r"frames \(walk\.trc\) 1\.330-3\.260 s: the forces end at 1\.399 s; they "
+                                         r"share 7 frames, too few"):  # fmt: skip
+        gait.sagittal(markers, plates.replace(time=plates.time[:1400], force=plates.force[:1400],
+                                              cop=plates.cop[:1400], free_moment=plates.free_moment[:1400]))  # fmt: skip
     empty = plates.replace(time=plates.time[:0], force=plates.force[:0], cop=plates.cop[:0],
                            free_moment=plates.free_moment[:0])  # fmt: skip
     with pytest.raises(ValueError, match=r"force plates \(walk\.forces\) hold no samples"):  # before: IndexError
