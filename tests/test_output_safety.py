@@ -9,15 +9,21 @@ writers replace regular files only, and a read-only one only with ``overwrite=Tr
 
 import fcntl
 import os
+import pathlib
 import signal
 import stat
+import subprocess
+import sys
+import textwrap
 import threading
 import time
 
 import numpy as np
 import pytest
 
-from jaxmb import io
+from jaxmb import cli, io
+
+ROOT = pathlib.Path(__file__).resolve().parents[1]
 
 
 # --------------------------------------------------------------------------------------
@@ -340,3 +346,49 @@ def test_a_folder_locked_by_another_run_is_refused_after_the_wait(tmp_path, monk
     os.remove(folder / ".jaxmb.lock")  # released: the next run writes
     _write_new(folder)
     assert "new.csv" in _snapshot(folder)
+
+
+def test_gait_interrupted_while_writing_keeps_the_earlier_set(tmp_path, monkeypatch, capsys):
+    # the command line: Ctrl-C while a run renames its files over an earlier run's
+    # (other options: CSVs, summary and figures by the same names, and a figure this
+    # run does not write) leaves the earlier files, one line on stderr, status 130
+    out = tmp_path / "out"
+    out.mkdir()
+    earlier = {name: f"earlier {name}\n" for name in ("moments.csv", "angles.csv", "powers.csv", "summary.txt")}
+    io._write_outputs(_files(out, earlier | {"quasi_static.png": b"\x89PNG earlier"}), "gait")
+    first = _snapshot(out)
+    write = io._write_outputs
+
+    def interrupted(*a, **k):  # Ctrl-C at the 4th rename of the writing (not of the compilation cache)
+        monkeypatch.setattr(os, "replace", _interrupt_at(4))
+        return write(*a, **k)
+
+    monkeypatch.setattr(io, "_write_outputs", interrupted)
+    assert cli.main(["gait", "--no-figures", "--convention", "clinical", "--out", str(out)]) == 130
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err == ["jaxmb gait: interrupted (SIGINT)"], err
+    assert _snapshot(out) == first
+
+
+@pytest.mark.parametrize("sig, status", [(signal.SIGINT, 130), (signal.SIGTERM, 143)])
+def test_a_signal_during_the_computation_is_one_line(sig, status):
+    # before: Ctrl-C printed a traceback; SIGTERM ended the process with no word
+    script = textwrap.dedent("""
+        import sys, time
+        from jaxmb import cli
+        def slow(*a, **k):
+            print("computing", flush=True)
+            time.sleep(30)
+        cli.reaching_torques = slow
+        sys.exit(cli.main(["--no-cache", "reach", "--out", ""]))
+    """)
+    proc = subprocess.Popen([sys.executable, "-c", script], cwd=ROOT, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)  # fmt: skip
+    try:
+        assert proc.stdout.readline() == "computing\n"
+        proc.send_signal(sig)
+        out, err = proc.communicate(timeout=20)
+    finally:
+        proc.kill()
+    assert proc.returncode == status
+    assert err.strip().splitlines() == [f"jaxmb reach: interrupted ({signal.Signals(sig).name})"], err
