@@ -809,8 +809,12 @@ class _locked:
         return self
 
     def take(self, folder: Path) -> None:
-        import fcntl
         import time
+
+        try:
+            import fcntl
+        except ImportError:  # (not POSIX: no lock)
+            return
 
         path = str(folder / _LOCK)
         deadline = None
