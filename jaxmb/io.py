@@ -1272,12 +1272,6 @@ def write_trc(path, markers: Markers, *, units: str = "mm", decimals: Optional[i
             by default such a file is refused, as the shell's ``>`` refuses it.
 
     Raises:
-        ValueError: unknown units; a marker label that is empty, has a tab or a line
-            break, or white space at either end (the file could not keep it); a time
-            that is not finite, or times that do not advance by 1/``rate`` (as
-            :func:`read_trc` checks them: within 0.1 % on average, half a frame at
-            every frame); an infinite coordinate, or a marker with one or two of its
-            three coordinates NaN (naming the frame and the marker).
         OSError: ``path`` is not a regular file (a folder: ``IsADirectoryError``; a
             named pipe, a device or a socket, which would otherwise be replaced by a
             regular file), or is a read-only file and ``overwrite`` is False
@@ -1285,6 +1279,12 @@ def write_trc(path, markers: Markers, *, units: str = "mm", decimals: Optional[i
             symbolic link is written through, to the file it points to (the link
             stays: a link into a data store or a shared folder is not replaced by
             a copy).
+        ValueError: unknown units; a marker label that is empty, has a tab or a line
+            break, or white space at either end (the file could not keep it); a time
+            that is not finite, or times that do not advance by 1/``rate`` (as
+            :func:`read_trc` checks them: within 0.1 % on average, half a frame at
+            every frame); an infinite coordinate, or a marker with one or two of its
+            three coordinates NaN (naming the frame and the marker).
     """
     scale = _scale(units, _LENGTH_UNITS, "length", "write_trc")
     path = Path(path)
