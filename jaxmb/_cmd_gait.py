@@ -648,7 +648,7 @@ def _write(outputs, out):
         except OSError as e:  # the writer names the file it could not write
             where = e.filename if e.filename is not None and e.strerror else out
             raise InputError(f"cannot write the outputs (nothing was written): {where}: {e.strerror or e}") from None
-    except InputError:
+    except BaseException:  # an error, or an interrupt (Ctrl-C): the folders made here go too
         for d in reversed(made):
             try:
                 os.rmdir(d)

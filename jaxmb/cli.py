@@ -322,7 +322,7 @@ def _plain(text: str) -> str:
     return re.sub(r":[a-z]+:`~?([^`]+)`", r"\1", text).replace("``", "")
 
 
-def main(argv=None) -> int:
+def _run(argv, ran: dict) -> int:
     parser = argparse.ArgumentParser(
         prog="jaxmb", description="Planar multibody dynamics in JAX",
         epilog="Compiled programs are kept in a cache folder between runs (default "
@@ -366,6 +366,7 @@ def main(argv=None) -> int:
         if p.description:
             p.description = _plain(p.description)
     args = parser.parse_args(argv)
+    ran["command"] = args.command
     if args.command != "bench":
         import jax
 
@@ -388,6 +389,38 @@ def main(argv=None) -> int:
         print(f"jaxmb {args.command}: error: {problem}", file=sys.stderr)
         return 2
     return args.func(args)
+
+
+class _Terminated(KeyboardInterrupt):
+    """SIGTERM, raised in the main thread as Ctrl-C's KeyboardInterrupt is: the same
+    clean-up (a set of output files is left complete or as it was), then exit 143."""
+
+
+def _terminate(signum, frame):
+    raise _Terminated()
+
+
+def main(argv=None) -> int:
+    """Run the ``jaxmb`` command line (``argv``: its arguments, default
+    ``sys.argv[1:]``); returns the exit status. Ctrl-C (SIGINT) or SIGTERM ends it
+    with one line on stderr, ``jaxmb <command>: interrupted (SIGINT)``, and the
+    status 130 (SIGTERM: 143), not a traceback; output files being written are left
+    as the earlier set or the complete new one (:func:`jaxmb.io._write_outputs`)."""
+    import signal
+    import threading
+
+    ran = {"command": None}
+    main_thread = threading.current_thread() is threading.main_thread()
+    previous = signal.signal(signal.SIGTERM, _terminate) if main_thread else None
+    try:
+        return _run(argv, ran)
+    except KeyboardInterrupt as e:
+        name, status = ("SIGTERM", 143) if isinstance(e, _Terminated) else ("SIGINT", 130)
+        print(f"jaxmb{' ' + ran['command'] if ran['command'] else ''}: interrupted ({name})", file=sys.stderr)
+        return status
+    finally:
+        if main_thread and previous is not None:
+            signal.signal(signal.SIGTERM, previous)
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -22,7 +22,8 @@ Formats:
 The results are NumPy arrays, not JAX arrays: convert with ``jnp.asarray`` where a
 jitted computation needs them. Writers are atomic: they write a temporary file in the
 target directory and rename it over the target, so a failed write leaves no partial
-file (and its error names the target). They write every number so that it reads back
+file (and its error names the target); they replace regular files only, and a
+read-only one only with ``overwrite=True``. They write every number so that it reads back
 as the same float64 in the file's units (``decimals=`` gives fixed-point instead; a
 value in SI units written in mm, as TRC files and a ``.forces`` file's centre of
 pressure are, is divided by 1e-3 and multiplied back when read, which may change its
@@ -33,6 +34,7 @@ their reader would reject or read differently.
 from __future__ import annotations
 
 import dataclasses
+import errno
 import math
 import os
 import re
@@ -595,57 +597,360 @@ def _umask() -> int:
     return mask
 
 
-def _write_files(files: dict) -> None:
-    """Write ``{path: bytes or str}`` as one set: every file goes to a temporary name
-    in its folder first (flushed to disk, with the mode a new file gets under the
-    process's umask, ``mkstemp`` alone gives 0600, or the mode of the file it
-    replaces), then each is renamed into place; a path that is a symbolic link is
-    written through it, to the file it points to.
-    A failure while writing removes the temporary files and leaves every path as it
-    was; the renames, done last, are each atomic."""
-    staged = []
-    temporaries = []
-    target = None  # the path being written, named by an error (not its temporary name)
+#: what a path that is not a regular file is, by ``stat.S_IFMT`` of its mode
+_KINDS = {stat.S_IFIFO: "a named pipe (FIFO)", stat.S_IFCHR: "a character device", stat.S_IFBLK: "a block device",
+          stat.S_IFSOCK: "a socket"}  # fmt: skip
+
+
+def _target(path: Path, overwrite: bool = False) -> tuple[Path, int]:
+    """The file that writing ``path`` replaces, and the permission bits its new file
+    gets. A symbolic link is written through, to the file it points to (replacing
+    the link left the file it points to, e.g. in git-annex or a shared folder, with
+    the old data); an existing file keeps its mode (a 0600 file became 0644), a new
+    one gets the process's umask (``mkstemp`` alone gives 0600).
+
+    Raises (before anything is written): ``IsADirectoryError`` for a folder,
+    ``OSError`` for anything else that is not a regular file (a named pipe, a
+    device, a socket: ``write_trc("/dev/null", ...)`` as root replaced the device),
+    ``PermissionError`` for a read-only file (no write bit, or not writable by this
+    user: root may replace any file, so the mode bits are checked) unless
+    ``overwrite``; each naming the path (and the file a link points to)."""
+    real = Path(os.path.realpath(path)) if path.is_symlink() else path
+    named = str(path) if real == path else f"{path} (a link to {real})"
     try:
-        mode = 0o666 & ~_umask()
-        for path, data in files.items():
-            target = path = Path(path)
-            # through a symbolic link to its file (replacing the link left the file it
-            # points to, e.g. in git-annex or a shared folder, with the old data), and
-            # keeping an existing file's permissions (a 0600 file became 0644)
-            if path.is_symlink():
-                path = Path(os.path.realpath(path))
-            file_mode = stat.S_IMODE(path.stat().st_mode) if path.is_file() else mode
-            directory = path.parent if str(path.parent) else Path(".")
-            fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=directory)
-            staged.append((tmp, path))
-            temporaries.append(tmp)
+        st = os.stat(real)
+    except FileNotFoundError:
+        return real, 0o666 & ~_umask()
+    if stat.S_ISDIR(st.st_mode):
+        raise IsADirectoryError(f"{named} is a folder")
+    if not stat.S_ISREG(st.st_mode):
+        kind = _KINDS.get(stat.S_IFMT(st.st_mode), "not a regular file")
+        raise OSError(f"{named} is {kind}, not a regular file: not replaced (writers replace regular files only)")
+    mode = stat.S_IMODE(st.st_mode)
+    if not overwrite and (not mode & 0o222 or not os.access(real, os.W_OK)):
+        what = "read-only" if not mode & 0o222 else "not writable by this user"
+        raise PermissionError(f"{named} is {what} (mode {mode:04o}): not replaced (make it writable, or write "
+                              "with overwrite=True, to replace it)")  # fmt: skip
+    return real, mode
+
+
+#: the tags in the names of the temporary files of a command's output set: its new
+#: files before they are renamed into place, and the files they replace, set aside
+#: until the set is complete (``.moments.csv.jaxmb-new.k3x9q2zb.tmp``)
+_NEW, _OLD = "jaxmb-new", "jaxmb-old"
+_LEFTOVER = re.compile(rf"^\..+\.({_NEW}|{_OLD})\.[a-z0-9_]{{8}}\.tmp$")
+_LOCK = ".jaxmb.lock"  # held (fcntl.flock) by the command writing into the folder
+_JOURNAL = ".jaxmb.journal"  # what a command is replacing, until the set is complete
+_LOCK_WAIT = 60.0  # s that a command waits for another writing into the same folder
+
+
+def _stage(files: dict, overwrite: bool = False, tag: str = "") -> list:
+    """Write ``{path: bytes or str}`` to temporary files beside their targets
+    (:func:`_target`: refused before anything is written; each flushed to disk with
+    its mode). Returns [{"target", "new", "digest", "backup": None}], one per
+    file; a failure removes the temporary files written and raises, naming the
+    target (not its temporary name)."""
+    ops = []
+    target = None  # the path being written, named by an error
+    try:
+        resolved = []
+        for path in files:
+            target = Path(path)
+            resolved.append(_target(target, overwrite))
+        for (target, data), (real, mode) in zip(((Path(p), d) for p, d in files.items()), resolved):
+            directory = real.parent if str(real.parent) else Path(".")
+            prefix = f".{real.name}.{tag}." if tag else f".{real.name}."
+            fd, tmp = tempfile.mkstemp(prefix=prefix, suffix=".tmp", dir=directory)
+            ops.append({"target": os.path.abspath(real), "new": os.path.abspath(tmp), "digest": _digest(data),
+                        "backup": None})  # fmt: skip
             with os.fdopen(fd, "wb") as f:
                 f.write(data.encode("utf-8") if isinstance(data, str) else data)
                 f.flush()
                 os.fsync(f.fileno())
-            os.chmod(tmp, file_mode)
-        for tmp, path in staged:
-            target = path
-            if path.is_dir():
-                raise IsADirectoryError(f"{path} is a folder")
-        for k, (tmp, path) in enumerate(staged):
-            target = path
-            os.replace(tmp, path)
-            staged[k] = (None, path)
+            os.chmod(tmp, mode)
     except BaseException as error:
-        for tmp, _ in staged:
-            if tmp is not None:
-                try:
-                    os.unlink(tmp)
-                except FileNotFoundError:
-                    pass
-        message = str(error)
-        if isinstance(error, OSError) and target is not None and (
-            str(target) not in message or any(tmp in message for tmp in temporaries)
-        ):
-            raise _target_error(error, target) from error
+        _discard([op["new"] for op in ops])
+        named = _named(error, target, [op["new"] for op in ops])
+        if named is error:
+            raise
+        raise named from error
+    return ops
+
+
+def _named(error: BaseException, target, temporaries) -> BaseException:
+    """``error``, or one of its type naming ``target`` where it names a temporary
+    file or no file."""
+    message = str(error)
+    if isinstance(error, OSError) and target is not None and (
+        str(target) not in message or any(tmp in message for tmp in temporaries)
+    ):
+        return _target_error(error, Path(target))
+    return error
+
+
+def _discard(paths) -> None:
+    """Remove the files ``paths`` that exist (temporary files: quietly)."""
+    for path in paths:
+        if path is not None:
+            try:
+                os.unlink(path)
+            except OSError:
+                pass
+
+
+def _aside(path: str) -> str:
+    """A free name beside ``path`` for its file set aside until a set is complete."""
+    import secrets
+
+    folder, name = os.path.split(path)
+    while True:
+        aside = os.path.join(folder, f".{name}.{_OLD}.{secrets.token_hex(4)}.tmp")
+        if not os.path.lexists(aside):
+            return aside
+
+
+def _swap(ops: list, journal: Optional[Path] = None, prog: Optional[str] = None) -> None:
+    """Rename the staged files of ``ops`` into place as one set: each target that
+    exists is first set aside under a hidden name (``op["backup"]``), then the new
+    file renamed over it (``op["new"]`` None: a file of an earlier run, only set
+    aside); once all are in place the set-aside files are removed. A failure, or an
+    interrupt, half-way puts every file back as it was, then raises. SIGINT and
+    SIGTERM are deferred until the set is complete or put back.
+
+    ``journal``: a file first written listing every rename, removed when the set is
+    complete; a process killed half-way leaves it, and the next command writing into
+    the folder puts the earlier files back (:func:`_recover`). ``prog``: a file of an
+    earlier run that cannot be set aside is left, with a warning on stderr naming
+    ``jaxmb prog``. Without a journal a single file is simply renamed over its target."""
+    target = None
+    with _deferred_signals():
+        try:
+            for op in ops:
+                op["fresh"] = not os.path.lexists(op["target"])  # a file this set adds
+                if (journal is not None or len(ops) > 1 or op["new"] is None) and not op["fresh"]:
+                    op["backup"] = _aside(op["target"])
+            if journal is not None:
+                _write_journal(journal, ops)
+            for op in ops:
+                target = op["target"]
+                if op["backup"] is not None:
+                    try:
+                        os.replace(target, op["backup"])
+                    except OSError as e:
+                        if op["new"] is not None:
+                            raise
+                        print(f"jaxmb {prog}: warning: cannot remove {target} of an earlier run: {e.strerror or e}",
+                              file=sys.stderr)  # fmt: skip
+                        op["backup"] = None
+                        continue
+                if op["new"] is not None:
+                    os.replace(op["new"], target)
+            if journal is not None:
+                os.unlink(journal)  # the set is complete
+        except BaseException as error:
+            try:
+                _undo(ops)
+                _discard([journal])
+            except BaseException:
+                pass  # the journal stays: the next command puts the files back
+            named = _named(error, target, [op["new"] for op in ops])
+            if named is error:
+                raise
+            raise named from error
+        _discard([op["backup"] for op in ops])
+
+
+def _undo(ops: list) -> None:
+    """Put back the files of a set that :func:`_swap` did not complete: each target
+    that was set aside and has since been removed or replaced by this set's new file
+    gets its file back; a target that did not exist and holds this set's new file is
+    removed; a target holding anything else (written since) is left as it is; the
+    staged new files are removed. (``op["fresh"]``: the target did not exist.)"""
+    for op in reversed(ops):
+        target, backup, digest = op["target"], op["backup"], op["digest"]
+        _discard([op["new"]])
+        if backup is not None and os.path.lexists(backup):
+            if not os.path.lexists(target) or (digest is not None and _file_digest(target) == digest):
+                os.replace(backup, target)
+            else:
+                os.unlink(backup)
+        elif op.get("fresh") and digest is not None and _file_digest(target) == digest:
+            os.unlink(target)
+
+
+def _file_digest(path: str) -> Optional[str]:
+    """SHA-256 of the regular file ``path``; None where there is none."""
+    try:
+        if not stat.S_ISREG(os.lstat(path).st_mode):
+            return None
+        with open(path, "rb") as f:
+            return _digest(f.read())
+    except OSError:
+        return None
+
+
+def _write_journal(journal: Path, ops: list) -> None:
+    """Write the journal of a set's renames (JSON, flushed to disk) atomically."""
+    import json
+
+    text = json.dumps({"command": "jaxmb", "renames": ops}, indent=1) + "\n"
+    fd, tmp = tempfile.mkstemp(prefix=f"{journal.name}.{_NEW}.", suffix=".tmp", dir=journal.parent)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            f.write(text)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, journal)
+    except BaseException:
+        _discard([tmp])
         raise
+
+
+def _recover(folder: Path, prog: str, names=()) -> None:
+    """Repair what an interrupted command left in ``folder`` (held locked): put back
+    the files of a set whose renames a journal lists (the process was killed
+    half-way; a note on stderr), then remove the temporary files of jaxmb's naming
+    (:data:`_LEFTOVER`, and ``.<name>.XXXXXXXX.tmp`` of the output ``names``, as
+    versions before the journal named them)."""
+    import json
+
+    journal = folder / _JOURNAL
+    if os.path.lexists(journal):
+        try:
+            ops = json.loads(journal.read_text(encoding="utf-8"))["renames"]
+            _undo([{k: op.get(k) for k in ("target", "new", "digest", "backup", "fresh")} for op in ops])
+        except (OSError, ValueError, KeyError, TypeError, AttributeError) as e:
+            print(f"jaxmb {prog}: warning: cannot repair the interrupted write that {journal} lists: {e}",
+                  file=sys.stderr)  # fmt: skip
+        else:
+            print(f"jaxmb {prog}: note: an earlier run writing into {folder} was interrupted: the files it had "
+                  "replaced are put back", file=sys.stderr)  # fmt: skip
+        _discard([journal])
+    old = re.compile(r"^\.(" + "|".join(re.escape(n) for n in names) + r")\.[a-z0-9_]{8}\.tmp$") if names else None
+    try:
+        entries = list(os.scandir(folder))
+    except OSError:
+        return
+    for entry in entries:
+        if (_LEFTOVER.match(entry.name) or (old and old.match(entry.name))) and entry.is_file(follow_symlinks=False):
+            _discard([entry.path])
+
+
+class _deferred_signals:
+    """Context in which SIGINT and SIGTERM are held back (their Python handlers
+    replaced by ones that note them) and raised again, once, on leaving: a set's
+    renames are not interrupted half-way. Only in the main thread (the only one
+    whose handlers Python runs); elsewhere a no-op."""
+
+    def __enter__(self):
+        import signal
+        import threading
+
+        self.caught, self.saved = [], {}
+        if threading.current_thread() is threading.main_thread():
+            for sig in (signal.SIGINT, signal.SIGTERM):
+                handler = signal.getsignal(sig)
+                if handler is not None and handler != signal.SIG_IGN:  # None: set outside Python
+                    self.saved[sig] = signal.signal(sig, lambda s, frame: self.caught.append(s))
+        return self
+
+    def __exit__(self, *exc):
+        import signal
+
+        for sig, handler in self.saved.items():
+            signal.signal(sig, handler)
+        if self.caught:
+            signal.raise_signal(self.caught[0])  # its own handler now: an exception, or the end
+        return False
+
+
+class _locked:
+    """Context holding the lock (``fcntl.flock`` of ``.jaxmb.lock``) of each existing
+    folder of ``folders`` (in sorted order: two commands cannot each wait for the
+    other). A folder that another jaxmb is writing into: a note on stderr naming
+    its process, then a wait of up to :data:`_LOCK_WAIT` seconds, after which
+    ``BlockingIOError`` naming the lock file. The lock file is removed on leaving."""
+
+    def __init__(self, folders, prog: str):
+        self.folders, self.prog, self.held = sorted(set(folders)), prog, []
+
+    def __enter__(self):
+        try:
+            for folder in self.folders:
+                if folder.is_dir():
+                    self.take(folder)
+        except BaseException:
+            self.__exit__()
+            raise
+        return self
+
+    def take(self, folder: Path) -> None:
+        import time
+
+        try:
+            import fcntl
+        except ImportError:  # (not POSIX: no lock)
+            return
+
+        path = str(folder / _LOCK)
+        deadline = None
+        while True:
+            try:
+                fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o666)
+            except PermissionError:  # another user's, left by a killed run: flock needs no write access
+                fd = os.open(path, os.O_RDONLY)
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                holder = os.pread(fd, 32, 0).decode("ascii", "replace").strip()
+                os.close(fd)
+                who = f"another jaxmb (process {holder})" if holder.isdigit() else "another jaxmb"
+                if deadline is None:
+                    deadline = time.monotonic() + _LOCK_WAIT
+                    print(f"jaxmb {self.prog}: waiting for {who}, which is writing into {folder}", file=sys.stderr)
+                elif time.monotonic() > deadline:
+                    message = f"{who} has been writing into this folder for over {_LOCK_WAIT:g} s (it holds this lock)"
+                    raise BlockingIOError(errno.EAGAIN, message, path) from None
+                time.sleep(0.05)
+                continue
+            except BaseException:
+                os.close(fd)
+                raise
+            try:  # the lock of the file still at that path (a holder removes it when done)
+                same = os.path.samestat(os.fstat(fd), os.stat(path))
+            except FileNotFoundError:
+                same = False
+            if same:
+                self.held.append((path, fd))
+                try:  # the holder's process, for the note of a command that waits
+                    os.ftruncate(fd, 0)
+                    os.pwrite(fd, f"{os.getpid()}\n".encode("ascii"), 0)
+                except OSError:
+                    pass
+                return
+            os.close(fd)
+
+    def __exit__(self, *exc):
+        while self.held:
+            path, fd = self.held.pop()
+            try:
+                os.unlink(path)  # while held: a waiter then finds the path gone and takes a new one
+            except OSError:
+                pass
+            os.close(fd)
+        return False
+
+
+def _write_files(files: dict, *, overwrite: bool = False) -> None:
+    """Write ``{path: bytes or str}`` as one set: every file goes to a temporary name
+    in its folder first (flushed to disk, with the mode a new file gets under the
+    process's umask, ``mkstemp`` alone gives 0600, or the mode of the file it
+    replaces), then each is renamed into place (:func:`_swap`); a path that is a
+    symbolic link is written through it, to the file it points to. A path that is
+    not a regular file, or a read-only file unless ``overwrite``, is refused
+    before anything is written (:func:`_target`). A failure or an interrupt leaves
+    every path as it was and no temporary file; the error names the path."""
+    _swap(_stage(files, overwrite))
 
 
 def _target_error(error: OSError, target: Path) -> OSError:
@@ -685,31 +990,33 @@ def _read_manifest(folder: Path, prog: str, key: str = "files"):
 
 
 def _remove_earlier_run(folder: Path, prog: str) -> list:
-    """Remove what an earlier run of ``jaxmb prog`` wrote into ``folder`` and this run
-    does not write again: the files its manifest lists that are unchanged since, the
-    manifest, and the folder if that leaves it empty (never a file the user made or
-    edited). Returns the paths removed."""
+    """The files of ``folder`` that an earlier run of ``jaxmb prog`` wrote and this
+    run does not write again (a trial folder it no longer writes): those its
+    manifest lists that are unchanged since, then the manifest itself (never a file
+    the user made or edited). Returns [(path, counted)], counted False for the
+    manifest."""
     listed = _read_manifest(folder, prog)
     if not listed:
         return []
-    removed = _remove_unchanged(folder, listed, (), prog)
-    try:
-        os.remove(_manifest_path(folder, prog))
-        folder.rmdir()  # only if empty: a user's file keeps it
-    except OSError:
-        pass
-    return removed
+    return [(p, True) for p in _remove_unchanged(folder, listed, ())] + [(_manifest_path(folder, prog), False)]
 
 
 def _write_outputs(files: dict, prog: str) -> list:
-    """Write a command's output files ``{path: bytes or str}`` as one set
-    (:func:`_write_files`), with a manifest in each folder (``.jaxmb-<prog>.json``:
-    each file's name and SHA-256), then remove the files of an earlier run of the
-    command that this run did not write (a figure or a table of another run must not
-    sit beside this run's results): only those that the folder's earlier manifest
-    lists and whose content is still what that run wrote, never a file that the
-    user made or edited. A file that cannot be removed gets a warning on stderr.
-    Returns the paths removed."""
+    """Write a command's output files ``{path: bytes or str}`` as one set, with a
+    manifest in each folder (``.jaxmb-<prog>.json``: each file's name and SHA-256),
+    and remove the files of an earlier run of the command that this run did not
+    write (a figure or a table of another run must not sit beside this run's
+    results): only those that the folder's earlier manifest lists and whose content
+    is still what that run wrote, never a file that the user made or edited. A file
+    that cannot be removed gets a warning on stderr. Returns the paths removed.
+
+    The set is all or nothing, whatever interrupts it: each folder is locked
+    (:class:`_locked`: a second command writing into it waits, or after a minute
+    refuses), every file is staged under a temporary name, a journal of the renames
+    is written, and the renames and removals (:func:`_swap`, with SIGINT and SIGTERM
+    held back) leave the earlier set or the complete new one, never a mix. A process
+    killed half-way leaves the journal, from which the next run puts the earlier
+    set back (:func:`_recover`) before writing, and removes the temporary files."""
     import json
 
     folders = {}
@@ -720,8 +1027,6 @@ def _write_outputs(files: dict, prog: str) -> list:
     # folders): listed in its manifest, so that a later run removes those it does not
     # write again (a trial skipped or left out then)
     subs = {folder: sorted(f.name for f in folders if f.parent == folder and f != folder) for folder in folders}
-    earlier = {folder: _read_manifest(folder, prog) for folder in folders}
-    earlier_subs = {folder: _read_manifest(folder, prog, "folders") for folder in folders}
     manifests = {
         _manifest_path(folder, prog): json.dumps(
             {"command": f"jaxmb {prog}", "files": {n: _digest(d) for n, d in sorted(named.items())}}
@@ -729,35 +1034,41 @@ def _write_outputs(files: dict, prog: str) -> list:
         ) + "\n"
         for folder, named in folders.items()
     }
-    _write_files({**files, **manifests})
-    removed = []
-    for folder, names in earlier_subs.items():
-        for name in sorted(set(names) - set(subs[folder])):
-            removed += _remove_earlier_run(folder / name, prog)
-    for folder, listed in earlier.items():
-        removed += _remove_unchanged(folder, listed, folders[folder], prog)
-    return removed
+    dropped = []  # the trial folders of an earlier run that this one does not write
+    try:
+        with _locked(folders, prog) as lock:
+            earlier = {folder: _read_manifest(folder, prog) for folder in folders}
+            for folder in folders:
+                names = set(folders[folder]) | set(earlier[folder]) | {_manifest_path(folder, prog).name}
+                _recover(folder, prog, names)
+            earlier = {folder: _read_manifest(folder, prog) for folder in folders}  # as put back
+            dropped = [folder / name for folder in folders for name in sorted(
+                set(_read_manifest(folder, prog, "folders")) - set(subs[folder]))]  # fmt: skip
+            for folder in dropped:
+                if folder.is_dir():
+                    lock.take(folder)
+                    _recover(folder, prog, set(_read_manifest(folder, prog)) | {_manifest_path(folder, prog).name})
+            gone = [item for folder in dropped for item in _remove_earlier_run(folder, prog)]
+            gone += [(p, True) for folder, listed in earlier.items()
+                     for p in _remove_unchanged(folder, listed, folders[folder])]  # fmt: skip
+            ops = _stage({**files, **manifests}, tag=_NEW)
+            ops += [{"target": os.path.abspath(p), "new": None, "digest": None, "backup": None} for p, _ in gone]
+            _swap(ops, min(folders) / _JOURNAL, prog)
+    finally:  # also after a signal held back until the set was complete
+        for folder in dropped:
+            try:
+                folder.rmdir()  # only if empty (its files removed, and no file of the user's)
+            except OSError:
+                pass
+    return [str(p) for (p, counted), op in zip(gone, ops[len(ops) - len(gone):]) if counted and op["backup"]]
 
 
-def _remove_unchanged(folder: Path, listed: dict, keep, prog: str) -> list:
-    """Remove the files of ``folder`` that an earlier manifest lists ({name: SHA-256})
-    and ``keep`` does not name, where their content is still what that run wrote (an
-    edited one is the user's now); one that cannot be removed gets a warning on
-    stderr. Returns the paths removed."""
-    removed = []
-    for name, digest in sorted(listed.items()):
-        path = folder / name
-        if name in keep or not path.is_file():
-            continue
-        try:
-            if _digest(path.read_bytes()) != digest:
-                continue
-            os.remove(path)
-            removed.append(str(path))
-        except OSError as e:
-            print(f"jaxmb {prog}: warning: cannot remove {path} of an earlier run: {e.strerror or e}",
-                  file=sys.stderr)  # fmt: skip
-    return removed
+def _remove_unchanged(folder: Path, listed: dict, keep) -> list:
+    """The files of ``folder`` that an earlier manifest lists ({name: SHA-256}) and
+    ``keep`` does not name, where their content is still what that run wrote (an
+    edited one is the user's now): the files to remove."""
+    return [folder / name for name, digest in sorted(listed.items())
+            if name not in keep and _file_digest(str(folder / name)) == digest]  # fmt: skip
 
 
 def _png(fig, dpi: int = 100) -> bytes:
@@ -769,9 +1080,11 @@ def _png(fig, dpi: int = 100) -> bytes:
     return buf.getvalue()
 
 
-def _atomic_write(path, text: str) -> None:
-    """Write ``text`` to ``path`` through a temporary file and ``os.replace``."""
-    _write_files({path: text})
+def _atomic_write(path, text: str, overwrite: bool = False) -> None:
+    """Write ``text`` to ``path`` through a temporary file and ``os.replace``
+    (:func:`_write_files`: a path that is not a regular file, or a read-only file
+    unless ``overwrite``, refused)."""
+    _write_files({path: text}, overwrite=overwrite)
 
 
 def _exact(x: float, fmt: Optional[str] = None) -> str:
@@ -1077,7 +1390,8 @@ def _times_fit_rate(time: np.ndarray, rate: float, written: list) -> bool:
     return bool((offset - rounding).max() <= (offset + rounding).min() + roundoff)
 
 
-def write_trc(path, markers: Markers, *, units: str = "mm", decimals: Optional[int] = None) -> None:
+def write_trc(path, markers: Markers, *, units: str = "mm", decimals: Optional[int] = None,
+              overwrite: bool = False) -> None:
     """Write markers to a TRC file (atomically).
 
     The rate, the times and (by default) the coordinates are written with the digits
@@ -1093,8 +1407,18 @@ def write_trc(path, markers: Markers, *, units: str = "mm", decimals: Optional[i
             each coordinate exactly (the shortest text that reads back as the same
             float64 in ``units``; converted back to metres, a coordinate may change in
             its last bit unless ``units="m"``).
+        overwrite: replace ``path`` even where it is a read-only file (no write
+            permission bit: root may replace any file, so the bits are checked);
+            by default such a file is refused, as the shell's ``>`` refuses it.
 
     Raises:
+        OSError: ``path`` is not a regular file (a folder: ``IsADirectoryError``; a
+            named pipe, a device or a socket, which would otherwise be replaced by a
+            regular file), or is a read-only file and ``overwrite`` is False
+            (``PermissionError``); naming the path, before anything is written. A
+            symbolic link is written through, to the file it points to (the link
+            stays: a link into a data store or a shared folder is not replaced by
+            a copy).
         ValueError: unknown units; a marker label that is empty, has a tab or a line
             break, or white space at either end (the file could not keep it); a time
             that is not finite, or times that do not advance by 1/``rate`` (as
@@ -1148,7 +1472,7 @@ def write_trc(path, markers: Markers, *, units: str = "mm", decimals: Optional[i
     for t in range(T):
         values = "\t".join("" if math.isnan(x) else value(x) for x in xyz[t].ravel())
         out.append(f"{t + 1}\t{float(time[t])!r}\t{values}")  # exact time
-    _atomic_write(path, "\n".join(out) + "\n")
+    _atomic_write(path, "\n".join(out) + "\n", overwrite)
 
 
 # --------------------------------------------------------------------------------------
@@ -1281,7 +1605,7 @@ def read_forces(path) -> ForcePlates:
     )
 
 
-def write_forces(path, plates: ForcePlates, *, decimals: Optional[int] = None) -> None:
+def write_forces(path, plates: ForcePlates, *, decimals: Optional[int] = None, overwrite: bool = False) -> None:
     """Write force plates to a Cortex ``.forces`` file (atomically).
 
     The format has no time column: sample ``n`` is at ``(n - 1) / SampleRate``. The
@@ -1299,11 +1623,21 @@ def write_forces(path, plates: ForcePlates, *, decimals: Optional[int] = None) -
             exactly (the shortest text that reads back as the same float64 in the
             file's units: the centre of pressure and the free moment, in mm and
             N mm, may come back changed in their last bit).
+        overwrite: replace ``path`` even where it is a read-only file (no write
+            permission bit: root may replace any file, so the bits are checked);
+            by default such a file is refused, as the shell's ``>`` refuses it.
 
     Raises:
         ValueError: no samples (:func:`read_forces` refuses such a file); times that
             are not finite, not on the sample grid of ``rate`` from a whole sample, or
             not uniform (naming the first sample that is off).
+        OSError: ``path`` is not a regular file (a folder: ``IsADirectoryError``; a
+            named pipe, a device or a socket, which would otherwise be replaced by a
+            regular file), or is a read-only file and ``overwrite`` is False
+            (``PermissionError``); naming the path, before anything is written. A
+            symbolic link is written through, to the file it points to (the link
+            stays: a link into a data store or a shared folder is not replaced by
+            a copy).
     """
     path = Path(path)
     where = f"write_forces({path.name})"
@@ -1346,7 +1680,7 @@ def write_forces(path, plates: ForcePlates, *, decimals: Optional[int] = None) -
     value = _value_format(decimals)
     for t in range(T):
         out.append(f"{first + 1 + t}\t" + "\t".join("nan" if math.isnan(x) else value(x) for x in block[t]))
-    _atomic_write(path, "\n".join(out) + "\n")
+    _atomic_write(path, "\n".join(out) + "\n", overwrite)
 
 
 # --------------------------------------------------------------------------------------
@@ -1500,7 +1834,7 @@ def read_sto(path) -> Table:
     return _read_opensim_table(path)
 
 
-def write_mot(path, table: Table, *, decimals: Optional[int] = None) -> None:
+def write_mot(path, table: Table, *, decimals: Optional[int] = None, overwrite: bool = False) -> None:
     """Write a table as an OpenSim ``.mot`` / ``.sto`` file (atomically).
 
     The header holds the table's name (or the file name), ``version=1``, ``nRows``,
@@ -1515,6 +1849,9 @@ def write_mot(path, table: Table, *, decimals: Optional[int] = None) -> None:
         decimals: digits after the decimal point; None (default) writes each time and
             value exactly (the shortest text that reads back as the same float64:
             ``1e-09``, ``0.008333333333333333``).
+        overwrite: replace ``path`` even where it is a read-only file (no write
+            permission bit: root may replace any file, so the bits are checked);
+            by default such a file is refused, as the shell's ``>`` refuses it.
 
     Raises:
         ValueError: a name or a description line with ``=`` (it would be read as a
@@ -1524,6 +1861,13 @@ def write_mot(path, table: Table, *, decimals: Optional[int] = None) -> None:
             space at an end; a column label that is empty, has a tab or a line
             break, or white space at an end, or is ``time``; times that are not
             finite or do not increase.
+        OSError: ``path`` is not a regular file (a folder: ``IsADirectoryError``; a
+            named pipe, a device or a socket, which would otherwise be replaced by a
+            regular file), or is a read-only file and ``overwrite`` is False
+            (``PermissionError``); naming the path, before anything is written. A
+            symbolic link is written through, to the file it points to (the link
+            stays: a link into a data store or a shared folder is not replaced by
+            a copy).
     """
     path = Path(path)
     where = f"write_mot({path.name})"
@@ -1580,7 +1924,7 @@ def write_mot(path, table: Table, *, decimals: Optional[int] = None) -> None:
     for t in range(T):
         row = np.concatenate([[table.time[t]], table.values[t]])
         out.append("\t".join("nan" if math.isnan(x) else value(x) for x in row))
-    _atomic_write(path, "\n".join(out) + "\n")
+    _atomic_write(path, "\n".join(out) + "\n", overwrite)
 
 
 # --------------------------------------------------------------------------------------
