@@ -502,9 +502,9 @@ def _stance_figure(res, stances, title):
 
     from matplotlib.figure import Figure
 
-    from .gait import JOINTS
+    from .gait import _CONVENTION_TEXT, _MOMENT_POSITIVE, JOINTS
 
-    fig = Figure(figsize=(11, 7), layout="constrained")
+    fig = Figure(figsize=(11, 7.4), layout="constrained")
     axs = fig.subplots(3, 3, sharex=True)
     per_kg = res.body_mass is not None
     mom = res.moments_per_kg if per_kg else res.moments
@@ -527,14 +527,17 @@ def _stance_figure(res, stances, title):
             ax.axhline(0, color="0.6", lw=0.5)
             if i == 0:
                 ax.set_title(joint)
-            if j == 0:
+            if i == 1:  # each moment axis says what a positive moment is at its joint
+                ax.set_ylabel(f"{label if j == 0 else ''}\n+ {_MOMENT_POSITIVE[res.convention][j]}")
+            elif j == 0:
                 ax.set_ylabel(label)
             if i == 2:
                 ax.set_xlabel("stance (%)")
     if len(stances) > 1 or any(_cut(st) for st in stances):
         axs[0, 0].legend(fontsize="small")
     # wrapped (a long file path ran off both sides); a path breaks anywhere
-    fig.suptitle(textwrap.fill(f"{title} ({res.convention} convention)", 100, break_on_hyphens=False))
+    fig.suptitle(textwrap.fill(str(title), 100, break_on_hyphens=False) + "\n" + _CONVENTION_TEXT[res.convention],
+                 fontsize="medium")  # fmt: skip
     return fig
 
 
