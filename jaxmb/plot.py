@@ -17,6 +17,18 @@ def _check_model(model, name="model"):
         raise ValueError(f"{name} must be a jaxmb Model, got {type(model).__name__}")
 
 
+def _force_label(model, j: int, nb: int) -> str:
+    """The axis label of coordinate ``j``'s generalized force, named for what it is:
+    with joint angles (relative coordinates) it is the joint torque (N m), a floating
+    base's translation takes a force (N); with segment angles it is a generalized
+    force, which is not the joint moment (``jaxmb.joint_moments`` converts)."""
+    if model is None:
+        return "generalized force (N m, or N for a translation)"
+    if j < nb:
+        return f"base force {'xy'[j]} (N)"
+    return "joint torque (N m)" if model.coordinates == "relative" else "generalized force (N m)"
+
+
 def torque_components_figure(t, parts, *, joint_names=None, title=None, model=None):
     """One panel per generalized coordinate with the terms of tau = M qdd + C + G + E
     over time.
@@ -29,9 +41,11 @@ def torque_components_figure(t, parts, *, joint_names=None, title=None, model=No
       joint_names: optional sequence of the dof's names (default: from ``model``,
         else q0, q1, ...).
       title: optional figure title.
-      model: optional; gives each panel its unit (N for a floating base's two
-        translations, N m for the angles) and default names. Without it every
-        panel reads "N m, or N for a translation".
+      model: optional; gives each panel its quantity and unit ("joint torque
+        (N m)" for joint angles, "generalized force (N m)" for segment angles,
+        "base force x (N)" for a floating base's translations) and default names.
+        Without it every panel reads "generalized force (N m, or N for a
+        translation)".
 
     Returns:
       a ``matplotlib.figure.Figure`` (save it with ``fig.savefig``): the panels in
@@ -81,8 +95,7 @@ def torque_components_figure(t, parts, *, joint_names=None, title=None, model=No
                 ax.plot(t, terms[key][:, j], label=label, **style)
         ax.set_title(names[j])
         ax.set_xlabel("time (s)")
-        unit = "N m, or N for a translation" if model is None else ("N" if j < nb else "N m")
-        ax.set_ylabel(f"generalized force ({unit})")
+        ax.set_ylabel(_force_label(model, j, nb))
         ax.axhline(0, color="0.7", lw=0.8)
     axes[-1].legend(fontsize=8, loc="best")
     if title:

@@ -20,8 +20,15 @@ def test_torque_components_figure_gives_each_panel_its_unit():
     t = np.arange(6) / 100
     fig = plot.torque_components_figure(t, parts, model=human)
     labels = [ax.get_ylabel() for ax in fig.axes]
-    # a floating base: its two translations are forces (N), the angles moments (N m)
-    assert labels[:2] == ["generalized force (N)"] * 2 and set(labels[2:]) == {"generalized force (N m)"}
+    # a floating base: its two translations are forces (N); segment angles take
+    # generalized forces (N m), which are not the joint moments
+    assert human.coordinates == "absolute"
+    assert labels[:2] == ["base force x (N)", "base force y (N)"] and set(labels[2:]) == {"generalized force (N m)"}
+    # joint angles of a fixed base: the generalized forces are the joint torques
+    arm = jaxmb.chain([0.3, 0.33], [0.15, 0.16], [2.0, 1.5], [0.02, 0.015])
+    arm_parts, _ = _parts(arm)
+    assert {ax.get_ylabel() for ax in plot.torque_components_figure(t, arm_parts, model=arm).axes} == {
+        "joint torque (N m)"}
     assert [ax.get_title() for ax in fig.axes][:3] == ["base x", "base y", human.names[0]]
     # without the model every panel says both units
     assert {ax.get_ylabel() for ax in plot.torque_components_figure(t, parts).axes} == {
