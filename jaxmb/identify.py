@@ -61,7 +61,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from .dynamics import inverse_dynamics, joint_moments
-from .model import Model
+from .model import Model, _replace_unchecked
 from .reactions import joint_reactions
 
 __all__ = [
@@ -160,7 +160,7 @@ def to_parameters(model: Model):
 
 def _with_physical(model: Model, phys) -> Model:
     """The model with (n, 4) physical parameters, unchecked (traceable)."""
-    return dataclasses.replace(model, mass=phys[:, 0], com=phys[:, 1:3], inertia=phys[:, 3])
+    return _replace_unchecked(model, mass=phys[:, 0], com=phys[:, 1:3], inertia=phys[:, 3])
 
 
 def from_physical(model: Model, phys) -> Model:
@@ -265,7 +265,7 @@ def _engine(quantity, q, qd, qdd, joints, frame):
 
 
 def _massless(model: Model) -> Model:
-    return dataclasses.replace(model, mass=jnp.zeros_like(model.mass), inertia=jnp.zeros_like(model.inertia))
+    return _replace_unchecked(model, mass=jnp.zeros_like(model.mass), inertia=jnp.zeros_like(model.inertia))
 
 
 @functools.partial(jax.jit, static_argnames=("quantity", "joints", "frame"))
