@@ -155,3 +155,29 @@ def test_long_double_inputs_are_converted():
     if np.finfo(np.longdouble).max > np.finfo(np.float64).max:  # x86: 80-bit long double
         with pytest.raises(ValueError, match=r"qd is 1e\+400 at index 0, beyond the range of float64"):
             jaxmb.inverse_dynamics(m, q, np.array([np.longdouble("1e400"), 0.0]), qdd)
+
+
+# ------------------------------------------------------------------- item 8
+
+
+def test_optimize_asks_which_two_numbers_a_two_link_arm_gets():
+    # hand positions (m) were read as joint angles (the default target="joint") and
+    # the "optimal" movement between those postures reported converged
+    arm = jaxmb.two_link_arm(gravity=0.0)
+    with pytest.raises(ValueError, match=r"target is required for a model of two coordinates \(dof=2\)"):
+        jaxmb.optimize(arm, [0.1, 0.45], [0.3, 0.30], 0.6, cost="torque_change")
+    with pytest.raises(ValueError, match="target is required"):  # a batch as well
+        jaxmb.optimize(arm, np.zeros((4, 2)), [0.3, 0.30], 0.6)
+    with pytest.raises(ValueError, match="target must be 'joint'"):
+        jaxmb.optimize(arm, [0.1, 0.45], [0.3, 0.30], 0.6, target="hands")
+
+
+def test_optimize_without_target_elsewhere_reads_coordinates_and_names_the_hand():
+    # any other model: the shape tells the readings apart (hand positions are 2
+    # numbers), so None is "joint"; 2 numbers for 3 coordinates name target="hand"
+    arm3 = jaxmb.chain([0.3, 0.28, 0.1], [0.13, 0.12, 0.05], [2.0, 1.2, 0.4], [0.02, 0.01, 0.001], gravity=0.0)
+    with pytest.raises(ValueError, match=r"start must have shape \(3,\) .* with target='joint': coordinates \(dof=3\), "
+                                         r"got shape \(2,\) \(give target='hand' for \(x, y\) hand positions\)"):
+        jaxmb.optimize(arm3, [0.1, 0.45], [0.3, 0.30], 0.6)
+    with pytest.raises(ValueError, match=r"start must have shape \(2,\) .* with target='hand'"):
+        jaxmb.optimize(arm3, [0.1, 0.45, 0.2], [0.3, 0.30], 0.6, target="hand")
