@@ -7,6 +7,7 @@ position (item 8); identification builds the wrenches of a force for the model i
 fits (item 9).
 """
 
+import functools
 import warnings
 
 import jax
@@ -181,3 +182,72 @@ def test_optimize_without_target_elsewhere_reads_coordinates_and_names_the_hand(
         jaxmb.optimize(arm3, [0.1, 0.45], [0.3, 0.30], 0.6)
     with pytest.raises(ValueError, match=r"start must have shape \(2,\) .* with target='hand'"):
         jaxmb.optimize(arm3, [0.1, 0.45, 0.2], [0.3, 0.30], 0.6, target="hand")
+
+
+# ------------------------------------------------------------------- item 9
+
+
+@functools.lru_cache(maxsize=1)
+def _pushed_leg():
+    """A three-link chain pushed at a world point on its last segment (a centre of
+    pressure moving along it): its true moments and reactions with that force
+    (cached: every fit below has the same data shapes and kinds, so one compiled fit
+    serves them all)."""
+    rng = np.random.default_rng(5)
+    true = jaxmb.chain([0.45, 0.42, 0.2], np.array([[0.19, 0.01], [0.18, -0.01], [0.07, 0.01]]), [7.0, 3.2, 1.1],
+                       [0.12, 0.05, 0.004], names=["thigh", "shank", "foot"])  # fmt: skip
+    T = 60
+    q = rng.uniform(-np.pi, np.pi, (T, 3))
+    qd, qdd = 2.0 * rng.standard_normal((T, 3)), 5.0 * rng.standard_normal((T, 3))
+    along = rng.uniform(0.02, 0.18, T)  # the point on the foot, m from its joint
+    point = np.asarray(jax.vmap(lambda a, s: jaxmb.point_position(true, a, "foot", jnp.stack([s, 0.0 * s])))(q, along))
+    force = np.stack([rng.normal(0, 40, T), rng.uniform(200, 800, T)], 1)
+    loads = np.asarray(jaxmb.point_load(true, q, "foot", point, force))  # for the true model only
+    mom = np.asarray(jaxmb.joint_moments(true, q, qd, qdd, loads))
+    rea = np.asarray(jaxmb.joint_reactions(true, q, qd, qdd, loads))
+    return true, (q, qd, qdd), point, force, loads, mom, rea
+
+
+def test_fit_refuses_wrenches_made_for_another_model():
+    # running_trial()'s loads (for the true model) given with another starting model
+    # "converged" to thigh inertia -100 % and shank +325 %, without an error
+    true, states, point, force, loads, mom, rea = _pushed_leg()
+    start = identify.perturbed(true, 0.3, seed=1)
+    with pytest.raises(ValueError, match=r"loads as an array of wrenches at the centres of mass belong to the "
+                                         r"model they were made for .*PointForce\(segment, point, force\)"):
+        identify.fit(start, *states, moments=mom, reactions=rea, loads=loads)
+    # pure moments (no force) belong to no model and are accepted
+    free_moment = np.zeros_like(loads)
+    free_moment[:, 2, 2] = 3.0
+    ok = identify.fit(start, *states, moments=np.asarray(jaxmb.joint_moments(true, *states, free_moment)),
+                      reactions=np.asarray(jaxmb.joint_reactions(true, *states, free_moment)), loads=free_moment)
+    np.testing.assert_allclose(ok.parameters, identify.to_parameters(true), rtol=1e-8, atol=1e-10)
+
+
+@pytest.mark.parametrize("how", ["point_force", "function"])
+def test_fit_builds_the_wrenches_for_the_model_it_fits(how):
+    # the force and its point (or a function of the model): the same data fit from a
+    # start 30 % off recover the true parameters
+    true, states, point, force, loads, mom, rea = _pushed_leg()
+    start = identify.perturbed(true, 0.3, seed=1)
+    given = (identify.PointForce("foot", point, force) if how == "point_force" else
+             lambda m: jaxmb.point_load(m, states[0], "foot", point, force))  # fmt: skip
+    res = identify.fit(start, *states, moments=mom, reactions=rea, loads=given)
+    assert res.converged, res.status
+    np.testing.assert_allclose(res.physical, identify.to_physical(true), rtol=1e-7, atol=1e-9)
+    # the wrenches it built are those of the starting model, not of the true one
+    wrench = identify.PointForce("foot", point, force).loads(start, states[0])
+    np.testing.assert_allclose(wrench, jaxmb.point_load(start, states[0], "foot", point, force), rtol=1e-14)
+    assert np.abs(wrench - loads).max() > 1.0
+
+
+def test_point_force_checks_its_samples():
+    true, states, point, force, loads, mom, rea = _pushed_leg()
+    with pytest.raises(ValueError, match="do not broadcast"):
+        identify.fit(true, *states, moments=mom, loads=identify.PointForce("foot", point[:10], force[:10]))
+    with pytest.raises(ValueError, match="unknown segment name 'toe'"):
+        identify.fit(true, *states, moments=mom, loads=identify.PointForce("toe", point, force))
+    with pytest.raises(ValueError, match=r"loads\(model\) must have shape \(3, 3\) or \(\.\.\., 3, 3\)"):
+        identify.fit(true, *states, moments=mom, loads=lambda m: np.zeros((60, 2, 3)))
+    sel = identify.PointForce("foot", point, force).select(slice(0, 10))
+    assert sel.point.shape == (10, 2) and sel.force.shape == (10, 2) and sel.moment == 0.0
