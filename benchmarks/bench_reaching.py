@@ -165,11 +165,13 @@ def run(quick: bool = False, log=print) -> dict:
 
     # ---- 1,000 reaches in one call
     t0 = time.perf_counter()
-    rb = jaxmb.optimize(model, q_start, q_ends, DURATION, cost="torque_change", nodes=NODES, basis=BASIS)
+    rb = jaxmb.optimize(model, q_start, q_ends, DURATION, target="joint", cost="torque_change",
+                        nodes=NODES, basis=BASIS)
     jax.block_until_ready(rb)
     t_batch_first = time.perf_counter() - t0
     t0 = time.perf_counter()
-    rb = jaxmb.optimize(model, q_start, q_ends, DURATION, cost="torque_change", nodes=NODES, basis=BASIS)
+    rb = jaxmb.optimize(model, q_start, q_ends, DURATION, target="joint", cost="torque_change",
+                        nodes=NODES, basis=BASIS)
     jax.block_until_ready(rb)
     t_batch = time.perf_counter() - t0
     conv = int(np.sum(rb.converged))
@@ -181,7 +183,7 @@ def run(quick: bool = False, log=print) -> dict:
         f"{np.median(rb.iterations):.0f}, max {int(np.max(rb.iterations))}")
 
     # ---- the same at SciPy's accuracy (its default tolerances stop within ~1e-5 of the optimum)
-    loose = dict(cost="torque_change", nodes=NODES, basis=BASIS, gtol=1e-5, ftol=1e-9)
+    loose = dict(target="joint", cost="torque_change", nodes=NODES, basis=BASIS, gtol=1e-5, ftol=1e-9)
     jax.block_until_ready(jaxmb.optimize(model, q_start, q_ends, DURATION, **loose))
     t0 = time.perf_counter()
     rl = jaxmb.optimize(model, q_start, q_ends, DURATION, **loose)
@@ -232,7 +234,7 @@ def optimize_call(jaxmb, model, q_start, q_end, nodes=NODES):
     import jax
 
     t0 = time.perf_counter()
-    r = jaxmb.optimize(model, q_start, q_end, DURATION, cost="torque_change", nodes=nodes, basis=BASIS)
+    r = jaxmb.optimize(model, q_start, q_end, DURATION, target="joint", cost="torque_change", nodes=nodes, basis=BASIS)
     jax.block_until_ready(r)
     return r, time.perf_counter() - t0
 

@@ -18,8 +18,6 @@ the single-sample formula.
 """
 from __future__ import annotations
 
-import dataclasses
-
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -39,7 +37,7 @@ from .kinematics import (
     pose,
     prepare,
 )
-from .model import Model, Segment
+from .model import Model, Segment, _replace_unchecked
 
 __all__ = [
     "mass_matrix",
@@ -88,6 +86,7 @@ def _batched(model: Model, arrays, names, loads=None):
                              "zeros for a state at rest)")  # fmt: skip
     out = [check_batch(model, x, nm, angles=nm == "q") for x, nm in zip(arrays, names)]
     loads = check_loads(model, loads, None, batched=True)
+    _check_model_dtype(model, _float_dtype(*out))
     shapes = {nm: np.shape(x)[:-1] for x, nm in zip(out, names)}
     if loads is not None and np.ndim(loads) > 2:
         shapes["loads"] = np.shape(loads)[:-2]
@@ -97,6 +96,18 @@ def _batched(model: Model, arrays, names, loads=None):
         got = ", ".join(f"{k} {v}" for k, v in shapes.items())
         raise ValueError(f"the leading (batch) shapes of the inputs do not broadcast: {got}") from None
     return out, loads
+
+
+def _check_model_dtype(model: Model, dtype) -> None:
+    """ValueError for a concrete parameter that the inputs' dtype (the one the
+    compiled call computes in, e.g. float32 inputs with a float64 model) cannot
+    hold: 1e39 kg became inf there (:meth:`Model.astype`)."""
+    dtype = np.dtype(jax.dtypes.canonicalize_dtype(dtype))
+    leaves = jax.tree_util.tree_leaves(model)
+    if any(isinstance(x, jax.core.Tracer) for x in leaves):
+        return  # values unknown (a model traced by the caller's jit)
+    if any(np.dtype(getattr(x, "dtype", dtype)).itemsize > dtype.itemsize for x in leaves):
+        model.astype(dtype)
 
 
 def _spec(kind, *, kernel="auto", chunk=None, gradient="autodiff", joints=None, frame="world"):
@@ -115,7 +126,7 @@ def _zeros(model: Model, like):
 
 
 def _no_gravity(model: Model) -> Model:
-    return dataclasses.replace(model, gravity=jnp.zeros_like(model.gravity))
+    return _replace_unchecked(model, gravity=jnp.zeros_like(model.gravity))  # checked when it was made
 
 
 def applied_wrenches(model: Model, loads=None):
@@ -269,6 +280,17 @@ def inverse_dynamics(model: Model, q, qd, qdd, loads=None, *, method: str = "rec
     Returns:
       (..., dof) generalized forces: joint moments (N m) in relative coordinates; for a
       floating base the first two entries are the force (N) the base must supply.
+
+    Raises:
+      ValueError: naming the argument, for a wrong shape or a non-real dtype, NaN or
+        inf, an angle beyond :func:`jaxmb.kinematics.angle_limit`, and a value beyond
+        the range of the dtype the call computes in (1e39 in float32, JAX's dtype for
+        float64 inputs while its 64-bit mode is off; the model's parameters too, e.g.
+        a float64 model with float32 inputs). Long double inputs are converted to
+        float64 (float32 without 64-bit mode). Under ``jax.jit`` the values are
+        unknown and not checked: there such an input becomes inf and the result NaN.
+        Values within the range whose products overflow (speeds beyond about 1e19
+        rad/s in float32) give inf or NaN in either case.
 
     __SHAPES__
     """

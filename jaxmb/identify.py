@@ -54,14 +54,14 @@ from __future__ import annotations
 import dataclasses
 import functools
 import math
-from typing import NamedTuple, Sequence
+from typing import Any, NamedTuple, Sequence, Union
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 
-from .dynamics import inverse_dynamics, joint_moments
-from .model import Model
+from .dynamics import inverse_dynamics, joint_moments, point_load
+from .model import Model, _replace_unchecked
 from .reactions import joint_reactions
 
 __all__ = [
@@ -80,6 +80,7 @@ __all__ = [
     "identifiability",
     "BaseParameters",
     "fit",
+    "PointForce",
     "FitResult",
     "BaseFit",
     "Prior",
@@ -160,7 +161,7 @@ def to_parameters(model: Model):
 
 def _with_physical(model: Model, phys) -> Model:
     """The model with (n, 4) physical parameters, unchecked (traceable)."""
-    return dataclasses.replace(model, mass=phys[:, 0], com=phys[:, 1:3], inertia=phys[:, 3])
+    return _replace_unchecked(model, mass=phys[:, 0], com=phys[:, 1:3], inertia=phys[:, 3])
 
 
 def from_physical(model: Model, phys) -> Model:
@@ -265,7 +266,7 @@ def _engine(quantity, q, qd, qdd, joints, frame):
 
 
 def _massless(model: Model) -> Model:
-    return dataclasses.replace(model, mass=jnp.zeros_like(model.mass), inertia=jnp.zeros_like(model.inertia))
+    return _replace_unchecked(model, mass=jnp.zeros_like(model.mass), inertia=jnp.zeros_like(model.inertia))
 
 
 @functools.partial(jax.jit, static_argnames=("quantity", "joints", "frame"))
@@ -1401,6 +1402,83 @@ def _weights(w, lead, core, name):
     return out
 
 
+class PointForce(NamedTuple):
+    """A measured force at a point on a segment, for :func:`fit`: e.g. the ground
+    reaction force at the centre of pressure, as a force plate gives it.
+
+    :func:`fit` builds its wrenches at the centres of mass of the model it fits
+    (:meth:`loads`), so that the force stays where it was measured whatever model
+    starts the fit. An array of wrenches at the centres of mass belongs to the model
+    it was built for: given with another starting model it moved the force (by the
+    difference of the centres of mass), and the fit "converged" to a thigh inertia
+    of -100 % and a shank inertia of +325 %.
+
+    Attributes:
+      segment: index or name of the segment the force acts on.
+      point: (2,) or (..., 2) world position of the point of application, m, per
+        sample of the movement (e.g. the centre of pressure).
+      force: (2,) or (..., 2) world-frame force (Fx, Fy), N.
+      moment: free moment Mz, N m: a number or (...) per sample (default 0).
+    """
+
+    segment: Union[int, str]
+    point: Any
+    force: Any
+    moment: Any = 0.0
+
+    def loads(self, model: Model, q) -> np.ndarray:
+        """(..., segments, 3) world-frame wrenches (N, N m) at the centres of mass of
+        ``model`` in the poses ``q`` (..., dof): :func:`jaxmb.point_load`."""
+        return np.asarray(point_load(model, q, self.segment, self.point, self.force, self.moment))
+
+    def select(self, index) -> "PointForce":
+        """The samples ``index`` (an int, slice or index array over the leading axis)."""
+        take = lambda x: x if np.ndim(x) == 0 else np.asarray(x)[index]  # noqa: E731
+        return PointForce(self.segment, take(self.point), take(self.force), take(self.moment))
+
+
+def _fit_loads(model: Model, q, loads, lead: tuple):
+    """``fit``'s known loads as (..., segments, 3) wrenches at the centres of mass of
+    ``model`` (the starting model), from a :class:`PointForce` (or a list of them), a
+    function of the model, or an array of pure moments; None stays None.
+
+    Built once: the joint moments and reactions of a force at a given point depend on
+    the pose and the lengths, which the fit keeps, not on the masses, centres of mass
+    and inertias it changes, so the same regressor term serves every model it visits.
+    A wrench array with forces is refused: it holds the centres of mass of the model
+    it was made for, which fit cannot check."""
+    if loads is None:
+        return None
+    n = model.segments
+    name = "loads"
+    if isinstance(loads, PointForce) or (isinstance(loads, (list, tuple)) and loads
+                                         and all(isinstance(f, PointForce) for f in loads)):  # fmt: skip
+        forces = [loads] if isinstance(loads, PointForce) else list(loads)
+        built = sum(f.loads(model, q) for f in forces)
+    elif callable(loads):
+        name = "loads(model)"
+        built = loads(model)
+    else:
+        built = _as_float_array(loads, "loads")
+        if built.shape[-2:] == (n, 3) and np.any(built[..., :2] != 0):
+            raise ValueError(
+                "loads as an array of wrenches at the centres of mass belong to the model they were made for (a "
+                "force at another model's centre of mass is a force at another point, and the fit converges to "
+                "wrong parameters without an error); give fit the force and its point: "
+                "loads=jaxmb.identify.PointForce(segment, point, force) (e.g. the ground reaction at the centre of "
+                "pressure), or a function of the model, loads=lambda m: ..., which fit calls with the model it fits "
+                "(an array of pure moments, Fx = Fy = 0, is accepted)")  # fmt: skip
+    built = _as_float_array(built, name)
+    if built.shape[-2:] != (n, 3):
+        raise ValueError(f"{name} must have shape ({n}, 3) or (..., {n}, 3), got {built.shape}")
+    try:
+        np.broadcast_shapes(built.shape[:-2], lead)
+    except ValueError:
+        raise ValueError(f"{name}'s samples {built.shape[:-2]} do not broadcast with those of q {lead}") from None
+    _check_finite(built, name)
+    return built
+
+
 def fit(model: Model, q, qd, qdd, *, moments=None, reactions=None, loads=None, free=None, prior=None,
         sigma: dict | None = None, loss: str = "l2", moment_weights=None, reaction_weights=None,
         max_iter: int = 200, ftol: float | None = None, xtol: float | None = None, gtol: float | None = None,
@@ -1450,8 +1528,15 @@ def fit(model: Model, q, qd, qdd, *, moments=None, reactions=None, loads=None, f
         :func:`jaxmb.joint_moments` returns them.
       reactions: measured joint reaction forces, (..., segments, 2) world-frame
         vectors (N, as :func:`jaxmb.joint_reactions`) or (..., segments) magnitudes.
-      loads: known external loads (segments, 3) or (..., segments, 3), wrenches at
-        the centres of mass of ``model`` (:func:`jaxmb.point_load`).
+      loads: known external loads: a :class:`PointForce` (the force and its point,
+        e.g. the ground reaction at the centre of pressure) or a list of them; or a
+        function ``loads(model) -> (..., segments, 3)`` (wrenches at the centres of
+        mass, :func:`jaxmb.point_load`), called with ``model``. fit builds the
+        wrenches for the model it fits, once: the moments and reactions of a force at
+        a point do not depend on the parameters it changes. An array of wrenches with
+        forces is refused (it belongs to the model it was built for: one made for
+        another model moved the force, and the fit converged to thigh inertia -100 %);
+        an array of pure moments (Fx = Fy = 0) is accepted.
       free: which physical parameters to fit: None (all), a (segments, 4) bool (or
         integer 0/1) mask (mass, com_along, com_across, inertia), or names such as
         ``"mass"``, ``"com"``, ``"inertia"``, ``"shank.mass"``; the others keep the
@@ -1484,7 +1569,8 @@ def fit(model: Model, q, qd, qdd, *, moments=None, reactions=None, loads=None, f
 
     Raises:
       ValueError: naming the argument, for wrong shapes, NaN or infinite values, no
-        data, a ``sigma`` for data not given, fewer data values than free
+        data, loads given as an array of wrenches with forces (see ``loads``), a
+        ``sigma`` for data not given, fewer data values than free
         parameters, or data that cannot identify the free parameters (naming the
         directions), unless a prior is given. That message says whether the deficit
         depends on the movement ("too little excitation": more varied movement
@@ -1502,11 +1588,7 @@ def fit(model: Model, q, qd, qdd, *, moments=None, reactions=None, loads=None, f
         rtol = _check_rtol(rtol)
     n = model.segments
     (q, qd, qdd), lead = _leading(model, q, qd, qdd)
-    if loads is not None:
-        loads = _as_float_array(loads, "loads")
-        if loads.shape[-2:] != (n, 3):
-            raise ValueError(f"loads must have shape ({n}, 3) or (..., {n}, 3), got {loads.shape}")
-        _check_finite(loads, "loads")
+    loads = _fit_loads(model, q, loads, lead)
     mask = _free_mask(model, free)
     prior = None if prior is None else _check_prior(model, prior)
     sigma = dict(sigma or {})
@@ -2181,11 +2263,14 @@ def running_trial():
     centre of pressure on the foot.
 
     Returns:
-      dict: model (the true model), q, qd, qdd (T, 5), loads (T, 3, 3) (for the
-      true model), loads_for (a function: the loads for another model), moments
-      (T, 3) N m, moment_weights (T,) (1 from heel strike on, where the true moments
-      are given; 0 before), force_magnitudes (T, 3) N, data (the
-      :class:`jaxmb.gait.RunningData`).
+      dict: model (the true model), q, qd, qdd (T, 5), ground (the
+      :class:`PointForce` of the ground reaction on the foot at the centre of
+      pressure: what :func:`fit` takes as ``loads``, for any starting model), loads
+      (T, 3, 3) (the same as wrenches at the centres of mass of the true model only:
+      for :func:`regressor` and :func:`monte_carlo` of ``model``; fit refuses them),
+      loads_for (a function: the wrenches for another model), moments (T, 3) N m,
+      moment_weights (T,) (1 from heel strike on, where the true moments are given;
+      0 before), force_magnitudes (T, 3) N, data (the :class:`jaxmb.gait.RunningData`).
     """
     from . import gait
     from .dynamics import point_load
@@ -2212,8 +2297,9 @@ def running_trial():
 
     w = np.zeros(len(q))
     w[d.heel_strike:] = 1.0
-    return dict(model=model, q=q, qd=qd, qdd=qdd, loads=loads_for(model), loads_for=loads_for, moments=d.moments,
-                moment_weights=w, force_magnitudes=d.force_magnitudes, data=d)  # fmt: skip
+    return dict(model=model, q=q, qd=qd, qdd=qdd, ground=PointForce("foot", cop, d.force), loads=loads_for(model),
+                loads_for=loads_for, moments=d.moments, moment_weights=w, force_magnitudes=d.force_magnitudes,
+                data=d)  # fmt: skip
 
 
 def perturbed(model: Model, fraction: float = 0.3, seed: int = 0) -> Model:
@@ -2258,9 +2344,8 @@ def recover_running(fraction: float = 0.3, seed: int = 0, *, loss: str = "huber"
     q, qd, qdd = (trial[k][sel] for k in ("q", "qd", "qdd"))
     true = trial["model"]
     start = perturbed(true, fraction, seed)
-    loads = trial["loads_for"](start)[sel]
     res = fit(start, q, qd, qdd, moments=trial["moments"][sel], reactions=trial["force_magnitudes"][sel],
-              loads=loads, moment_weights=trial["moment_weights"][sel], loss=loss)  # fmt: skip
+              loads=trial["ground"].select(sel), moment_weights=trial["moment_weights"][sel], loss=loss)  # fmt: skip
     given = trial["moment_weights"][sel] > 0
     Ym = regressor(true, q[given], qd[given], qdd[given], quantity="joint_moments")[0]
     Yr, yr0 = regressor(true, q, qd, qdd, trial["loads"][sel], quantity="joint_reactions")

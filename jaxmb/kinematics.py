@@ -156,12 +156,53 @@ def check_real(x, name: str):
         raise ValueError(f"{name} must be a real array, got dtype {dt}")
 
 
+def _jax_float(dtype):
+    """The floating dtype JAX computes ``dtype`` in: float32 for float64 where its
+    64-bit mode is off, float64 (or float32) for long double, which JAX lacks."""
+    dtype = np.dtype(dtype)
+    return np.dtype(jax.dtypes.canonicalize_dtype(np.float64 if dtype.itemsize > 8 else dtype))
+
+
+def check_range(x, name: str):
+    """``x`` in a floating dtype JAX has, with every concrete value held by it.
+
+    NumPy floats are cast by JAX when called: float64 to float32 where its 64-bit
+    mode is off (a velocity of 1e39 became inf, the result NaN), long double (which
+    JAX refused with a bare TypeError) to float64 (float32 without 64-bit mode).
+    ValueError, naming ``name`` and the index, for a finite value beyond the range of
+    that dtype; a long double array is returned converted, anything else unchanged
+    (JAX arrays and tracers are already in a JAX dtype; under ``jax.jit`` the values
+    are unknown and not checked). NaN and inf are left to :func:`check_finite`."""
+    if isinstance(x, (jax.Array, jax.core.Tracer)) or getattr(x, "dtype", None) is None or x.dtype.kind != "f":
+        return x
+    target = _jax_float(x.dtype)
+    if target == x.dtype:
+        return x
+    a = np.asarray(x)
+    big = float(np.finfo(target).max)
+    if target.itemsize < a.dtype.itemsize:
+        flat = a.reshape(-1)
+        total = np.vdot(flat, flat) if target.itemsize < 8 else np.inf  # one pass clears most float32 casts
+        if not (np.isfinite(total) and total <= big * big):
+            over = np.isfinite(a) & (np.abs(a) > big)
+            if over.any():
+                where = tuple(int(i) for i in np.argwhere(over)[0])
+                at = "" if a.ndim == 0 else f" at index {where if len(where) > 1 else where[0]}"
+                why = ("JAX's 64-bit mode is off: jax.config.update('jax_enable_x64', True) first, or other units"
+                       if target == np.float32 and a.dtype == np.float64 else "other units")
+                value = np.format_float_scientific(a[where], precision=5, trim="-")  # a long double too
+                raise ValueError(f"{name} is {value}{at}, beyond the range of {target} "
+                                 f"(+-{big:.3g}) that JAX computes it in, where it becomes inf ({why})")  # fmt: skip
+    return a.astype(target) if a.dtype.itemsize > 8 else x
+
+
 def check_array(x, name: str):
     """``x`` as an array of a real dtype with finite values when concrete (JAX and
-    NumPy arrays and tracers are returned unchanged); ValueError naming ``name``
-    otherwise."""
+    NumPy arrays and tracers are returned unchanged, long double as float64; see
+    :func:`check_range`); ValueError naming ``name`` otherwise."""
     x = _as_array(x, name)
     check_real(x, name)
+    x = check_range(x, name)
     check_finite(x, name)
     return x
 
@@ -199,7 +240,7 @@ def check_vector(model: Model, x, name: str, size: int | None = None):
     size = model.dof if size is None else size
     x = _as_array(x, name)
     check_real(x, name)
-    x = jnp.asarray(x)
+    x = jnp.asarray(check_range(x, name))
     if x.shape != (size,):
         extra = " (one sample)" if x.ndim > 1 else ""
         raise ValueError(
@@ -221,12 +262,15 @@ def check_model(model) -> None:
 def check_batch(model: Model, x, name: str, size: int | None = None, *, angles: bool = False):
     """Return ``x`` as an array of shape (..., size) (one sample or a batch), raising
     ValueError otherwise (and for NaN or inf in a concrete input; with ``angles``,
-    ``x`` is coordinates, and for an angle beyond :func:`angle_limit`). NumPy inputs
-    stay NumPy arrays: the compiled call converts them."""
+    ``x`` is coordinates, and for an angle beyond :func:`angle_limit`; and for a value
+    beyond the range of the dtype JAX computes it in: :func:`check_range`). NumPy
+    inputs stay NumPy arrays (long double becomes float64): the compiled call
+    converts them."""
     check_model(model)
     size = model.dof if size is None else size
     x = _as_array(x, name)
     check_real(x, name)  # before the shape: a string is no (3,) array of the wrong shape
+    x = check_range(x, name)
     if x.ndim < 1 or x.shape[-1] != size:
         raise ValueError(
             f"{name} must have shape ({size},) for one sample or (..., {size}) for a batch "
@@ -246,6 +290,7 @@ def check_loads(model: Model, loads, dtype, *, batched: bool = False):
         return None if batched else jnp.zeros((n, 3), dtype)
     loads = _as_array(loads, "loads")
     check_real(loads, "loads")  # complex loads would lose their imaginary part silently
+    loads = check_range(loads, "loads")
     loads = loads if batched else jnp.asarray(loads)
     ok = loads.shape[-2:] == (n, 3) if batched else loads.shape == (n, 3)
     if not ok:
@@ -259,7 +304,8 @@ def check_loads(model: Model, loads, dtype, *, batched: bool = False):
 
 
 def prepare(model: Model, *xs):
-    """Common dtype of the inputs; the model cast to it."""
+    """Common dtype of the inputs; the model cast to it (ValueError for a parameter
+    that dtype cannot hold: :meth:`Model.astype`)."""
     dtype = _float_dtype(*xs)
     return model.astype(dtype), dtype
 

@@ -31,11 +31,6 @@ COORDINATES = ("relative", "absolute")
 Segment = Union[int, str]
 
 
-@functools.partial(
-    jax.tree_util.register_dataclass,
-    data_fields=["length", "com", "mass", "inertia", "attach", "origin", "gravity"],
-    meta_fields=["parent", "names", "base", "coordinates", "attach_end"],
-)
 @dataclasses.dataclass(frozen=True)
 class Model:
     """A planar kinematic tree of rigid segments.
@@ -76,15 +71,21 @@ class Model:
     attach_end: tuple = ()
 
     def __post_init__(self):
-        # a Model made directly (not by chain or tree, which check every value first)
-        # must still be a tree: a cycle in parent made ancestor_matrix loop forever.
-        # The arrays are not checked here: JAX makes Models of tracers, and gradients
-        # and tangents are Models whose "masses" may be any number
+        # Every Model made by its constructor is checked here, chain and tree's
+        # included (they only convert): the structure (a cycle in parent made
+        # ancestor_matrix loop forever), then every concrete parameter (shape, finite,
+        # signs, in the dtype JAX computes it in), converted to a JAX array. JAX's own
+        # unflattening (jit, vmap, grad, tree_map: Models of tracers, placeholders,
+        # gradients whose "masses" may be any number) bypasses the constructor
+        # (_unflatten), so it is not checked; traced fields of a Model made under a
+        # transformation are skipped (their values are unknown)
         if not isinstance(self.parent, tuple) or not isinstance(self.names, tuple):
             raise ValueError(f"parent and names must be tuples, got {type(self.parent).__name__} and "
                              f"{type(self.names).__name__}: build models with jaxmb.chain or jaxmb.tree")  # fmt: skip
         _check_structure(self.parent, self.names, self.base, self.coordinates,
                          self.attach_end if isinstance(self.attach_end, tuple) else None)  # fmt: skip
+        for name, value in _check_parameters({f: getattr(self, f) for f in DATA_FIELDS}, self.names).items():
+            object.__setattr__(self, name, value)
 
     # ------------------------------------------------------------------ sizes
     @property
@@ -187,6 +188,10 @@ class Model:
     def astype(self, dtype) -> "Model":
         """The same model with every parameter cast to ``dtype``.
 
+        Raises ValueError (naming the field and the segment) for a concrete parameter
+        that ``dtype`` cannot hold: beyond its range (1e39 in float32), or a mass or
+        inertia below its smallest normal number (1e-46 becomes 0 in float32).
+
         Casting float32 parameters to float64 keeps float32's rounding (about 1e-7
         relative) and warns: the usual cause is a model made before
         ``jax.config.update("jax_enable_x64", True)`` (without x64 its arrays are
@@ -201,6 +206,13 @@ class Model:
                 "after that call, or cast it on purpose with model.astype(numpy.float32) only for float32 inputs",
                 stacklevel=2,
             )
+        leaves = jax.tree_util.tree_leaves(self)
+        if jnp.issubdtype(dtype, jnp.floating) and any(
+                not _is_traced(x) and np.dtype(getattr(x, "dtype", np.float64)).itemsize > jnp.dtype(dtype).itemsize
+                for x in leaves):  # fmt: skip
+            # a narrower dtype (float64 -> float32): a value it cannot hold (1e39 kg)
+            # became inf, an inertia of 1e-46 became 0 (concrete parameters only)
+            _check_parameters({f: getattr(self, f) for f in DATA_FIELDS}, self.names, dtype, convert=False)
         return jax.tree_util.tree_map(lambda x: jnp.asarray(x, dtype), self)
 
     def __repr__(self) -> str:  # compact: topology, not arrays
@@ -208,6 +220,142 @@ class Model:
             f"Model(segments={self.segments}, dof={self.dof}, base={self.base!r}, "
             f"coordinates={self.coordinates!r}, names={list(self.names)}, parent={list(self.parent)})"
         )
+
+
+DATA_FIELDS = ("length", "com", "mass", "inertia", "attach", "origin", "gravity")
+META_FIELDS = ("parent", "names", "base", "coordinates", "attach_end")
+
+
+def _flatten(model: Model):
+    return [getattr(model, f) for f in DATA_FIELDS], tuple(getattr(model, f) for f in META_FIELDS)
+
+
+def _flatten_with_keys(model: Model):
+    return [(jax.tree_util.GetAttrKey(f), getattr(model, f)) for f in DATA_FIELDS], _flatten(model)[1]
+
+
+def _unflatten(meta, leaves) -> Model:
+    """A Model of any leaves (tracers, placeholders, gradients), without the
+    constructor's checks: JAX's unflattening under jit, vmap, grad and tree_map."""
+    model = object.__new__(Model)
+    for f, v in zip(META_FIELDS + DATA_FIELDS, tuple(meta) + tuple(leaves)):
+        object.__setattr__(model, f, v)
+    return model
+
+
+jax.tree_util.register_pytree_with_keys(Model, _flatten_with_keys, _unflatten, _flatten)
+
+
+def _replace_unchecked(model: Model, **changes) -> Model:
+    """A copy with some parameters changed and not checked (e.g. the massless model
+    of a regressor, gravity switched off): for the library's own derived models."""
+    leaves, meta = _flatten(model)
+    return _unflatten(meta, [changes.get(f, v) for f, v in zip(DATA_FIELDS, leaves)])
+
+
+# the trailing shape of each parameter (leading axes: a stack of models)
+_CORE = {"length": 1, "com": 2, "mass": 1, "inertia": 1, "attach": 1, "origin": 1, "gravity": 0}
+_UNITS = {"length": "m", "com": "m", "mass": "kg", "inertia": "kg m^2", "attach": "m", "origin": "m",
+          "gravity": "m/s^2"}  # fmt: skip
+
+
+def _core_shape(field: str, n: int) -> tuple:
+    return {"com": (n, 2), "origin": (2,), "gravity": ()}.get(field, (n,))
+
+
+def _shape_message(field: str, n: int, shape) -> str:
+    if field == "com":
+        return f"com must have shape ({n}, 2) (along, across for each segment), got shape {tuple(shape)}"
+    if field == "origin":
+        return f"origin must have shape (2,) (x, y of the fixed base), got {tuple(shape)}"
+    if field == "gravity":
+        return f"gravity must be a scalar (m/s^2, acting along -y), got shape {tuple(shape)}"
+    return f"{field} must have shape ({n},) (one value per segment), got shape {tuple(shape)}"
+
+
+def _where(field: str, idx: tuple, names: tuple) -> str:
+    """'mass of segment 1 ('shank')' for the entry at ``idx`` of a parameter array."""
+    if field in ("origin", "gravity"):
+        return field
+    i = idx[-2] if field == "com" else idx[-1]
+    stack = f" (model {idx[:-2] if field == 'com' else idx[:-1]} of the stack)" if len(idx) > _CORE[field] else ""
+    return f"{field} of segment {i} ({names[i]!r}){stack}"
+
+
+def _target_dtype(a: np.ndarray, dtype):
+    """The floating dtype a parameter is computed in: ``dtype``, else the one JAX
+    makes of it (float32 for float64 where 64-bit mode is off; float64 or float32
+    for a dtype JAX does not have, such as long double, and for integers)."""
+    if dtype is not None:
+        return np.dtype(dtype)
+    if a.dtype.kind == "f" and a.dtype.itemsize <= 8:
+        return np.dtype(jax.dtypes.canonicalize_dtype(a.dtype))
+    return np.dtype(jax.dtypes.canonicalize_dtype(np.float64))
+
+
+def _check_parameter(field: str, value, names: tuple, dtype=None):
+    """``value`` as a NumPy array after checking it (ValueError naming the field and
+    the segment): real, of the field's shape (leading axes allowed: a stack), finite,
+    held by the dtype it is computed in (``dtype``, else JAX's for it), and of the
+    right sign in that dtype: length and gravity >= 0, mass and inertia > 0 and at
+    least the dtype's smallest normal number (XLA flushes smaller ones to 0)."""
+    n = len(names)
+    a = _floats(field, value, dtype=None) if isinstance(value, (list, tuple)) else np.asarray(value)
+    if a.dtype.kind not in "fiu":
+        raise ValueError(f"{field} must be real numbers ({_UNITS[field]}), got dtype {a.dtype}")
+    core = _core_shape(field, n)
+    if a.ndim < len(core) or a.shape[a.ndim - len(core):] != core:
+        raise ValueError(_shape_message(field, n, a.shape))
+    target = _target_dtype(a, dtype)
+    first = lambda bad: tuple(int(i) for i in np.argwhere(bad)[0])  # noqa: E731
+    bad = ~np.isfinite(a)
+    if bad.any():
+        idx = first(bad)
+        value = a if field in ("origin", "gravity") else a[idx]
+        raise ValueError(f"{_where(field, idx, names)} is not finite: {value}")
+    with np.errstate(all="ignore"):
+        c = a.astype(target)
+    info = np.finfo(target)
+    hint = (" (JAX computes in float32 while its 64-bit mode is off: jax.config.update('jax_enable_x64', True) "
+            "first, or other units)" if dtype is None and target.itemsize < a.dtype.itemsize else
+            " (change the units, or compute in float64)")  # fmt: skip
+    bad = ~np.isfinite(c)
+    if bad.any():
+        idx = first(bad)
+        raise ValueError(f"{_where(field, idx, names)} is {float(a[idx]):.6g} {_UNITS[field]}, beyond the range of "
+                         f"{target} (+-{float(info.max):.3g}), where it becomes inf{hint}")  # fmt: skip
+    if field in ("mass", "inertia"):
+        tiny = (a > 0) & (np.abs(c) < info.tiny)
+        if tiny.any():
+            idx = first(tiny)
+            raise ValueError(f"{_where(field, idx, names)} is {float(a[idx]):.6g} {_UNITS[field]}, below the smallest "
+                             f"normal {target} ({float(info.tiny):.3g}), which is computed as 0{hint}")  # fmt: skip
+        bad = c <= 0
+        if bad.any():
+            idx = first(bad)
+            raise ValueError(f"{_where(field, idx, names)} must be > 0, got {a[idx]}")
+    elif field == "length" and (c < 0).any():
+        idx = first(c < 0)
+        raise ValueError(f"{_where(field, idx, names)} must be >= 0, got {a[idx]}")
+    elif field == "gravity" and (c < 0).any():
+        raise ValueError(f"gravity is the magnitude g >= 0 (m/s^2; it acts along -y), got {float(a.reshape(-1)[0])}")
+    return a
+
+
+def _check_parameters(fields: dict, names: tuple, dtype=None, *, convert: bool = True) -> dict:
+    """Check every concrete parameter of ``fields`` (see :func:`_check_parameter`);
+    traced ones (values unknown) and anything that is not numbers are skipped.
+    Returns the fields to replace: NumPy arrays and lists as JAX arrays (``convert``)."""
+    out = {}
+    for f in DATA_FIELDS:
+        v = fields[f]
+        if _is_traced(v) or not isinstance(v, (jax.Array, np.ndarray, np.generic, int, float, list, tuple)):
+            continue
+        a = _check_parameter(f, v, names, dtype)
+        if convert and not isinstance(v, jax.Array):
+            with np.errstate(all="ignore"):  # checked: the cast keeps every value
+                out[f] = jnp.asarray(a.astype(_target_dtype(a, None)))
+    return out
 
 
 @functools.lru_cache(maxsize=None)
@@ -284,11 +432,7 @@ def _vector(name, value, n, names, *, allow_scalar=True):
         arr = np.full(n, float(arr))
     if arr.shape != (n,):
         raise ValueError(f"{name} must have shape ({n},) (one value per segment), got shape {arr.shape}")
-    bad = ~np.isfinite(arr)
-    if bad.any():
-        i = int(np.argmax(bad))
-        raise ValueError(f"{name} of segment {i} ({names[i]!r}) is not finite: {arr[i]}")
-    return arr
+    return arr  # its values are checked by Model
 
 
 def _is_traced(x) -> bool:
@@ -340,7 +484,9 @@ def _check_structure(parent: tuple, names: tuple, base, coordinates, attach_end=
 
 
 def _build(length, com, mass, inertia, attach, origin, gravity, parent, names, base, coordinates, attach_end=None):
-    """Validate eagerly and assemble a Model (all checks name the field and segment)."""
+    """Convert the arguments (lists, scalars for every segment, com along the axes,
+    attach None) and assemble a Model, which checks the values (every message names
+    the field and the segment)."""
     pf = _floats("parent", parent, must="hold integer indices (-1 for the root)").reshape(-1)
     if not np.all(np.isfinite(pf) & (pf == np.round(pf))):
         raise ValueError(f"parent must hold integer indices (-1 for the root), got {np.asarray(parent).tolist()}")
@@ -356,15 +502,6 @@ def _build(length, com, mass, inertia, attach, origin, gravity, parent, names, b
     length = _vector("length", length, n, names)
     mass = _vector("mass", mass, n, names)
     inertia = _vector("inertia", inertia, n, names)
-    if not _is_traced(length) and (length < 0).any():
-        i = int(np.argmax(length < 0))
-        raise ValueError(f"length of segment {i} ({names[i]!r}) must be >= 0, got {length[i]}")
-    if not _is_traced(mass) and (mass <= 0).any():
-        i = int(np.argmax(mass <= 0))
-        raise ValueError(f"mass of segment {i} ({names[i]!r}) must be > 0, got {mass[i]}")
-    if not _is_traced(inertia) and (inertia <= 0).any():
-        i = int(np.argmax(inertia <= 0))
-        raise ValueError(f"inertia of segment {i} ({names[i]!r}) must be > 0, got {inertia[i]}")
 
     # centre of mass: scalar (on the axis), (n,) distances along the axis, or (n, 2)
     com = _with_tracers(com)
@@ -387,10 +524,6 @@ def _build(length, com, mass, inertia, attach, origin, gravity, parent, names, b
                 f"com must have shape ({n},) (distances along each axis) or ({n}, 2) "
                 f"(along, across), got shape {c.shape}"
             )
-        bad = ~np.isfinite(c).all(axis=1)
-        if bad.any():
-            i = int(np.argmax(bad))
-            raise ValueError(f"com of segment {i} ({names[i]!r}) is not finite: {c[i]}")
         com = c
 
     if attach is None:
@@ -425,26 +558,21 @@ def _build(length, com, mass, inertia, attach, origin, gravity, parent, names, b
         origin = _floats("origin", origin)
         if origin.shape != (2,):
             raise ValueError(f"origin must have shape (2,) (x, y of the fixed base), got {origin.shape}")
-        if not np.isfinite(origin).all():
-            raise ValueError(f"origin is not finite: {origin}")
     if not _is_traced(gravity):
         gravity = _floats("gravity", gravity)
         if gravity.shape != ():
             raise ValueError(f"gravity must be a scalar (m/s^2, acting along -y), got shape {gravity.shape}")
-        if not np.isfinite(gravity):
-            raise ValueError(f"gravity is not finite: {gravity}")
-        if gravity < 0:
-            raise ValueError(f"gravity is the magnitude g >= 0 (m/s^2; it acts along -y), got {float(gravity)}")
 
-    arr = lambda x: x if _is_traced(x) else jnp.asarray(x)  # noqa: E731
+    # the values (finite, signs, held by the dtype JAX computes in) are checked, and
+    # the arrays converted, by Model itself
     return Model(
-        length=arr(length),
-        com=arr(com),
-        mass=arr(mass),
-        inertia=arr(inertia),
-        attach=arr(attach),
-        origin=arr(origin),
-        gravity=arr(gravity),
+        length=length,
+        com=com,
+        mass=mass,
+        inertia=inertia,
+        attach=attach,
+        origin=origin,
+        gravity=gravity,
         parent=parent,
         names=names,
         base=base,

@@ -743,8 +743,24 @@ def _check_reached(model, batched, q, target, name, i, point, out_of_reach):
         warnings.warn(msg + ": projected onto the workspace boundary", RuntimeWarning, stacklevel=3)
 
 
+def _check_target(model: Model, target) -> tuple:
+    """(target, given): "joint" or "hand". None is "joint" except for a model of two
+    coordinates, whose start and end of two numbers read both as joint angles and as
+    a hand position: ValueError there, asking for target."""
+    if target is None:
+        if getattr(model, "dof", None) == 2:
+            raise ValueError("target is required for a model of two coordinates (dof=2): start and end of two "
+                             "numbers are either joint angles (target='joint', rad) or hand positions "
+                             "(target='hand', x, y in m), and one read as the other solves another movement")
+        return "joint", False
+    if not isinstance(target, str) or target not in ("joint", "hand"):
+        raise ValueError(f"target must be 'joint' (start/end are coordinates) or 'hand' (hand positions), "
+                         f"got {target!r}")
+    return target, True
+
+
 def optimize(model: Model, start, end, duration, *, cost: Union[str, dict, Callable] = "torque_change", nodes: int = 100,
-             target: str = "joint", basis: int = 10, method: str = "lbfgs", maxiter: int = 1000,
+             target: str | None = None, basis: int = 10, method: str = "lbfgs", maxiter: int = 1000,
              gtol: float = 1e-7, ftol: float = 1e-13, memory: int = 20, learning_rate: float = 0.1,
              linesearch_steps: int = 30, init=None, segment: Segment = -1, point=None, q_guess=None,
              out_of_reach: str = "project", quadrature: str = "gauss", batching: str = "map",
@@ -783,7 +799,12 @@ def optimize(model: Model, start, end, duration, *, cost: Union[str, dict, Calla
         equally spaced times (ends included) the result is given at; at least
         :func:`min_nodes` (2 (basis + 3) with Gauss-Legendre, 12 (basis + 3) with the
         trapezoidal rule, whose error biases the cost: 26 and 156 for basis=10).
-      target: "joint" or "hand", what ``start`` and ``end`` are.
+      target: "joint" or "hand", what ``start`` and ``end`` are. Required for a
+        model of two coordinates (``dof == 2``, e.g. a two-link arm), where two numbers
+        read both ways: hand positions taken for joint angles solved another movement
+        without an error. For any other model None (the default) means "joint": hand
+        positions are 2 numbers, coordinates ``dof``, so the shape tells them apart
+        and a mismatch is an error naming both.
       basis: number K of correction functions per coordinate (>= 1). Measured by
         ``experiments/optimal_reaching.py`` against basis=40 (Uno et al.'s arm, four
         reaches, and the notes' arm, a lateral reach; 0.5 s, 100 nodes): 10 functions
@@ -857,8 +878,8 @@ def optimize(model: Model, start, end, duration, *, cost: Union[str, dict, Calla
 
     Raises:
       ValueError: a duration that is not finite and > 0, mismatched shapes (also of
-        ``q_guess``), an unknown or empty cost, weights that are not finite numbers
-        >= 0 or all 0, an unknown target, method or end_conditions, nodes below
+        ``q_guess``), no ``target`` for a model of two coordinates, an unknown or
+        empty cost, weights that are not finite numbers >= 0 or all 0, an unknown target, method or end_conditions, nodes below
         :func:`min_nodes`, basis < 1, maxiter < 1, non-finite inputs, an
         out-of-reach hand target with ``out_of_reach="raise"``, a cost (or its
         gradient) that is not finite at the initial guess; any input traced by
@@ -912,9 +933,7 @@ def optimize(model: Model, start, end, duration, *, cost: Union[str, dict, Calla
             ends = _check_ends(end_conditions)
         except ValueError:
             raise ValueError(f"end_conditions must be 'auto', 2 or 3, got {end_conditions!r}") from None
-    if target not in ("joint", "hand"):
-        raise ValueError(f"target must be 'joint' (start/end are coordinates) or 'hand' (hand positions), "
-                         f"got {target!r}")
+    target, target_given = _check_target(model, target)
     if method not in ("lbfgs", "adam"):
         raise ValueError(f"method must be 'lbfgs' or 'adam', got {method!r}")
     if out_of_reach not in ("project", "raise"):
@@ -951,8 +970,9 @@ def optimize(model: Model, start, end, duration, *, cost: Union[str, dict, Calla
     for name, x in (("start", start), ("end", end)):
         x = np.asarray(x) if not isinstance(x, jax.Array) else x
         if x.ndim < 1 or x.shape[-1] != width:
+            other = "" if target_given else " (give target='hand' for (x, y) hand positions)"
             raise ValueError(f"{name} must have shape ({width},) or (..., {width}) with target={target!r}: "
-                             f"{what}, got shape {tuple(x.shape)}")
+                             f"{what}, got shape {tuple(x.shape)}{other}")
         if x.dtype.kind not in "fiu":
             raise ValueError(f"{name} must be an array of real numbers, got dtype {x.dtype}")
         check_finite(x, name)

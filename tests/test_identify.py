@@ -381,7 +381,7 @@ def test_prior_makes_moments_only_fit_possible_and_is_reported():
     k = slice(3000, 5200, 10)
     true = trial["model"]
     start = identify.perturbed(true, 0.3, seed=2)
-    loads = trial["loads_for"](start)[k]
+    loads = trial["ground"].select(k)  # the force at its point: wrenches for the model fitted
     args = (start, trial["q"][k], trial["qd"][k], trial["qdd"][k])
     # no movement shows the thigh's mass in the moments: the message says so (and that
     # reaction forces would), rather than asking for more varied movement
@@ -1117,7 +1117,7 @@ def test_float32_rank_decisions_use_float32_tolerances():
         assert bp.rank == 9, bp.report()
         res = identify.fit(start, t["q"][k], t["qd"][k], t["qdd"][k], moments=t["moments"][k],
                            moment_weights=t["moment_weights"][k], reactions=t["force_magnitudes"][k],
-                           loads=np.asarray(t["loads_for"](start))[k])  # fmt: skip
+                           loads=t["ground"].select(k))  # fmt: skip
     base = res.base.parameters
     assert base.rank == 9 and base.combinations == bp.combinations, base.report()
     # the same combinations, values and rank as in float64

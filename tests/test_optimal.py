@@ -308,11 +308,11 @@ def test_batched_call_equals_a_loop_of_single_calls():
     stack = lambda ms: jax.tree_util.tree_map(lambda *x: jnp.stack(x), *ms)  # noqa: E731
     starts = np.array([[0.3, 1.6], [-0.2, 1.9], [0.5, 1.2]])
     ends = np.array([[1.0, 1.1], [0.6, 1.3], [0.9, 0.7]])
-    batch = optimize(stack(arms[:2]), starts[:2], ends[:2], 0.5, **KW)
-    chunked = optimize(stack(arms), starts, ends, 0.5, chunk=2, **KW)
+    batch = optimize(stack(arms[:2]), starts[:2], ends[:2], 0.5, target="joint", **KW)
+    chunked = optimize(stack(arms), starts, ends, 0.5, target="joint", chunk=2, **KW)
     assert chunked.q.shape == (3, NODES, 2) and chunked.history.shape[0] == 3
     for k in range(3):
-        one = optimize(arms[k], starts[k], ends[k], 0.5, **KW)
+        one = optimize(arms[k], starts[k], ends[k], 0.5, target="joint", **KW)
         assert bool(one.converged)
         for f in ("q", "tau", "hand", "cost"):
             # vmap turns the line search's branches into selects: same steps, other
@@ -332,8 +332,8 @@ def test_preconditioning_changes_the_iterations_not_the_optimum(cost):
     # as on the plain coefficients, in fewer iterations (a weighted sum with --slow)
     starts = np.array([[0.3, 1.6], [-0.2, 1.9], [0.5, 1.2]])
     ends = np.array([[1.0, 1.1], [0.6, 1.3], [0.9, 0.7]])
-    plain = optimize(UNO, starts, ends, 0.5, cost=cost, precondition=False, **KW)
-    pre = optimize(UNO, starts, ends, 0.5, cost=cost, **KW)
+    plain = optimize(UNO, starts, ends, 0.5, target="joint", cost=cost, precondition=False, **KW)
+    pre = optimize(UNO, starts, ends, 0.5, target="joint", cost=cost, **KW)
     assert np.all(plain.converged) and np.all(pre.converged)
     np.testing.assert_allclose(pre.cost, plain.cost, rtol=1e-9)
     np.testing.assert_allclose(pre.q, plain.q, atol=1e-6)
@@ -444,7 +444,7 @@ def test_bad_inputs_get_clear_errors(kwargs, match):
     if kwargs.get("target") == "hand":
         args["start"] = [0.1, 0.2, 0.3]
     with pytest.raises(ValueError, match=match):
-        optimize(UNO, args["start"], args["end"], args["duration"], **kwargs)
+        optimize(UNO, args["start"], args["end"], args["duration"], **{"target": "joint", **kwargs})
 
 
 def test_hand_start_guess_is_checked_under_its_own_name():
@@ -528,9 +528,9 @@ def test_float32_with_x64_on_stays_float32_without_a_warning():
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         r = optimize(arm.astype(np.float32), q0.astype(np.float32), q1.astype(np.float32), np.float32(0.5),
-                     cost="torque_change", **KW)  # fmt: skip
+                     target="joint", cost="torque_change", **KW)  # fmt: skip
     assert r.q.dtype == np.float32 and r.cost.dtype == np.float32 and bool(r.converged)
-    ref = optimize(arm, q0, q1, 0.5, cost="torque_change", **KW)
+    ref = optimize(arm, q0, q1, 0.5, target="joint", cost="torque_change", **KW)
     assert abs(float(r.cost) / float(ref.cost) - 1) < 1e-5
 
 
