@@ -42,7 +42,7 @@ def main(argv=None) -> int:
     q, qd, qdd = trial["q"], trial["qd"], trial["qdd"]
     T = q.shape[0]
     start = identify.perturbed(true, 0.3, seed=0)
-    loads = trial["loads_for"](start)
+    loads = trial["ground"]  # the force at its point: fit builds the wrenches for the model it fits
     kw = dict(moments=trial["moments"], reactions=trial["force_magnitudes"], loads=loads,
               moment_weights=trial["moment_weights"])  # fmt: skip
     results = {"environment": common.environment(), "frames": T, "load_before": load_before, "cases": {}}
