@@ -23,6 +23,7 @@
 #    Newton–Euler recursion, written here in NumPy, on the same filtered joint centres.
 
 # %%
+import pathlib
 import warnings
 
 import matplotlib.pyplot as plt
@@ -64,9 +65,11 @@ plt.show()
 # as midpoints of the lateral and medial markers).
 
 # %%
+here = pathlib.Path.cwd()                     # the repository's test trial, wherever this runs from
+path = next(d / "tests" / "data" / "Gait.c3d" for d in (here, *here.parents) if (d / "tests" / "data" / "Gait.c3d").is_file())
 with warnings.catch_warnings():
     warnings.simplefilter("ignore")           # the file's renamed duplicate labels, its gaps outside stance
-    trial = io.read_c3d("../../tests/data/Gait.c3d")
+    trial = io.read_c3d(path)
 leg = gait.sagittal(trial, side="right")
 mass = leg.body_weight / 9.81
 walk = gait.analyze(**leg.inputs(), cutoff=6.0, body_mass=mass)
