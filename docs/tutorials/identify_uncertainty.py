@@ -14,8 +14,8 @@
 # # Segment parameters fitted to measured forces, with uncertainty bands
 #
 # Planar dynamics is linear in each segment's barycentric parameters
-# $\pi = (m, m c_{along}, m c_{across}, J)$, so every joint load is
-# $y = Y(q, \dot q, \ddot q)\,\pi + y_0$. `jaxmb.identify` builds $Y$ by forward-mode
+# π = (m, m·c_along, m·c_across, J), so every joint load is
+# y = Y(q, q̇, q̈) π + y₀. `jaxmb.identify` builds Y by forward-mode
 # autodiff of the engine, says which combinations the data identify, fits a
 # physically consistent model, and propagates parameter uncertainty into bands of
 # joint moments. The data: van den Bogert's running leg, whose true segment table and
@@ -63,7 +63,7 @@ plt.show()
 # How much do the hip, knee and ankle moments depend on the segment table? The spread
 # between Dempster's and de Leva's tables stands in for the tables' own uncertainty
 # (`table_prior`); a thousand draws of the parameters times every frame are one
-# matrix product $Y\pi_d + y_0$.
+# matrix product Y π_d + y₀.
 
 # %%
 spread = identify.table_prior(true, center=true)

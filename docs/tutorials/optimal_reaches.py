@@ -37,8 +37,8 @@ print("converged:", bool(jerk.converged), bool(change.converged))
 # %% [markdown]
 # ## One reach against the closed form
 #
-# The minimum-jerk hand path is $x(t) = x_0 + (x_1 - x_0)(10s^3 - 15s^4 + 6s^5)$,
-# $s = t/T$, whose peak speed is $1.875\,|x_1 - x_0|/T$. The optimiser, which
+# The minimum-jerk hand path is x(t) = x0 + (x1 − x0)(10 s³ − 15 s⁴ + 6 s⁵),
+# s = t/T, whose peak speed is 1.875 |x1 − x0| / T. The optimiser, which
 # parametrises joint angles and knows nothing of this formula, finds it:
 
 # %%

@@ -77,8 +77,8 @@ start, stop = leg.stance
 print(f"body mass {mass:.1f} kg (from the plates); stance {leg.time[start]:.2f} to {leg.time[stop - 1]:.2f} s")
 
 # %% [markdown]
-# The notebook's recursion, foot first: $F_p = m(a_c - g) - F_d$ and
-# $M_p = I\alpha - M_d - (p_d - c)\times F_d - (p_p - c)\times F_p$, on rigid segments
+# The notebook's recursion, foot first: F_p = m (a_c − g) − F_d and
+# M_p = I α − M_d − (p_d − c) × F_d − (p_p − c) × F_p, on rigid segments
 # built from the pipeline's lengths and angles and the same filtered force.
 
 # %%

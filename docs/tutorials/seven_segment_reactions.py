@@ -15,13 +15,13 @@
 #
 # Blajer and Czaplicki model the human body in the sagittal plane with seven segments
 # (trunk, thigh, shank, foot, head, upper arm, forearm with hand; both sides lumped),
-# the trunk floating at the hip. Augmenting the pose map $g(q, z)$ with the
-# coordinates $z$ of the translations each joint forbids, $E = \partial g/\partial z$
-# at $z = 0$ gives the reactions without inverting any matrix:
+# the trunk floating at the hip. Augmenting the pose map g(q, z) with the
+# coordinates z of the translations each joint forbids, E = ∂g/∂z at z = 0 gives the
+# reactions without inverting any matrix:
 #
-# $$\lambda = E^T\,(M_p(D\ddot q + \gamma) - h)$$
+# **λ = Eᵀ (Mp (D q̈ + γ) − h)**
 #
-# (jaxmb's $\lambda$: the force of the parent on the child; the paper's is the force
+# (jaxmb's λ: the force of the parent on the child; the paper's is the force
 # of the child on the parent, the same numbers negated). `joint_reactions(...,
 # method="projection")` evaluates this formula; the default takes the same forces from
 # the recursive Newton–Euler pass. Here both are checked against statics worked by

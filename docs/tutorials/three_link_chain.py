@@ -15,9 +15,9 @@
 #
 # The appendix of Cesari, Shiratori, Olivato and Duarte (2001) (also in Zatsiorsky
 # 2002) writes the inverse dynamics of a planar arm, upper arm, forearm and hand, with a
-# spring force $F_S$ pulling the hand backwards, as
+# spring force F_S pulling the hand backwards, as
 #
-# $$T = M(\alpha)\,\ddot\alpha + v(\alpha, \dot\alpha) + G(\alpha) + T_{ext}(\alpha)$$
+# **T = M(α) α̈ + v(α, α̇) + G(α) + T_ext(α)**
 #
 # and the joint reaction forces by Newton's law on each segment, hand first (its
 # equations 15 to 23). Here jaxmb's `mass_matrix`, `bias_forces`, `gravity_forces`,
@@ -67,11 +67,10 @@ diff = M_jaxmb - M_printed
 print("largest |jaxmb - printed| per entry of M (kg m^2):\n", np.abs(diff).max(0).round(12))
 
 # %% [markdown]
-# Every entry agrees but $M_{2,2}$. The forearm-and-hand inertia about the elbow has
-# the hand's centre of mass at $\ell_2 e(\theta_2) + d_3 e(\theta_3)$ from the elbow,
-# whose squared length is $\ell_2^2 + d_3^2 + 2\ell_2 d_3\cos\alpha_3$: equation (32)
-# as printed lacks the factor 2, which $M_{1,2}$ and $M_{2,1}$ have. The difference is
-# exactly $m_3 \ell_2 d_3 \cos\alpha_3$:
+# Every entry agrees but M₂₂. The forearm-and-hand inertia about the elbow has the
+# hand's centre of mass at ℓ2 e(θ2) + d3 e(θ3) from the elbow, whose squared length is
+# ℓ2² + d3² + 2 ℓ2 d3 cos α3: equation (32) as printed here lacks the factor 2, which
+# M₁₂ and M₂₁ have. The difference is exactly m3 ℓ2 d3 cos α3:
 
 # %%
 np.testing.assert_allclose(diff[:, 1, 1], m3 * l2 * d3 * c3, atol=1e-12)
@@ -115,8 +114,8 @@ for name, (ours, theirs) in checks.items():
 # ## Joint reactions, hand first
 #
 # With the centre-of-mass accelerations of equations (4) to (14), equations (15)-(16),
-# (18)-(19) and (21)-(22) give the force $(F_{xi}, F_{yi})$ that the proximal segment
-# exerts on segment $i$ at its proximal joint, jaxmb's convention for
+# (18)-(19) and (21)-(22) give the force (F_xi, F_yi) that the proximal segment
+# exerts on segment i at its proximal joint, jaxmb's convention for
 # `joint_reactions`.
 
 # %%

@@ -15,16 +15,21 @@
 #
 # The multibody notes (Duarte) write the joint torques of a planar two-link arm as
 #
-# $$\tau = M(q)\,\ddot q + C(q, \dot q) + G(q) + E(q)$$
+# **τ = M(q) q̈ + C(q, q̇) + G(q) + E(q)**
 #
-# with, for shoulder angle $q_1$ (from the horizontal) and elbow angle $q_2$ (relative),
-# link lengths $L_1$, centre-of-mass distances $d_1, d_2$, masses $m_1, m_2$ and
-# inertias $I_1, I_2$ about the centres of mass:
+# with, for shoulder angle q1 (from the horizontal) and elbow angle q2 (relative),
+# link lengths L1, L2, centre-of-mass distances d1, d2, masses m1, m2 and inertias
+# I1, I2 about the centres of mass:
 #
-# $$M = \begin{bmatrix} I_1 + I_2 + m_1 d_1^2 + m_2 (L_1^2 + d_2^2 + 2 L_1 d_2 \cos q_2) & I_2 + m_2 (d_2^2 + L_1 d_2 \cos q_2) \\ I_2 + m_2 (d_2^2 + L_1 d_2 \cos q_2) & I_2 + m_2 d_2^2 \end{bmatrix}$$
-#
-# $$C = \begin{bmatrix} -L_1 d_2 m_2 \sin q_2\, (2\dot q_1 + \dot q_2)\, \dot q_2 \\ L_1 d_2 m_2 \sin q_2\, \dot q_1^2 \end{bmatrix},\qquad
-# G = g \begin{bmatrix} (m_1 d_1 + m_2 L_1) \cos q_1 + m_2 d_2 \cos(q_1 + q_2) \\ m_2 d_2 \cos(q_1 + q_2) \end{bmatrix}$$
+# ```
+# M11 = I1 + I2 + m1 d1² + m2 (L1² + d2² + 2 L1 d2 cos q2)
+# M12 = M21 = I2 + m2 (d2² + L1 d2 cos q2)
+# M22 = I2 + m2 d2²
+# C1  = −L1 d2 m2 sin q2 (2 q̇1 + q̇2) q̇2
+# C2  =  L1 d2 m2 sin q2 q̇1²
+# G1  = g [(m1 d1 + m2 L1) cos q1 + m2 d2 cos(q1 + q2)]
+# G2  = g m2 d2 cos(q1 + q2)
+# ```
 #
 # Here jaxmb's `torque_components` (which never sees these formulas: it differentiates
 # the pose map) is compared with them over the notes' reach: the hand moves on a
@@ -51,10 +56,10 @@ print(f"L = {L1:.4f}, {L2:.4f} m; d = {d1:.4f}, {d2:.4f} m; m = {m1:.3f}, {m2:.3
 # %% [markdown]
 # ## The reach, in closed form
 #
-# Minimum jerk (Flash & Hogan 1985): $x(t) = x_0 + (x_1 - x_0)(10 s^3 - 15 s^4 + 6 s^5)$,
-# $s = t/T$. The joint angles follow from the closed-form inverse kinematics, their
+# Minimum jerk (Flash & Hogan 1985): x(t) = x0 + (x1 − x0)(10 s³ − 15 s⁴ + 6 s⁵),
+# s = t/T. The joint angles follow from the closed-form inverse kinematics, their
 # velocities and accelerations from the hand's through the Jacobian,
-# $\dot q = J^{-1}\dot x$ and $\ddot q = J^{-1}(\ddot x - \dot J \dot q)$: all NumPy,
+# q̇ = J⁻¹ ẋ and q̈ = J⁻¹ (ẍ − J̇ q̇): all NumPy,
 # independent of jaxmb.
 
 # %%
