@@ -102,3 +102,16 @@ def test_site_pages_and_figures(site):
     for png in DOCS.glob("*.png"):
         assert (site / png.name).is_file(), png.name
     assert (site / "speedup.png").is_file()  # benchmarks/README.md's plot, beside the Performance page's text
+
+
+@pytest.mark.parametrize("page", sorted(p.relative_to(DOCS).as_posix() for p in DOCS.rglob("*.md")
+                                        if "```python" in p.read_text()))  # fmt: skip
+def test_docs_python_blocks_run(request, page, monkeypatch):
+    # the guides' examples run as written (their blocks in order, one namespace a page)
+    if not (request.config.getoption("--slow") or os.environ.get("JAXMB_SLOW") == "1"):
+        pytest.skip("runs every example of the guides (a minute or two): run with --slow")
+    monkeypatch.chdir(ROOT)
+    text = (DOCS / page).read_text()
+    ns = {}
+    for code in re.findall(r"^```python\n(.*?)^```", text, flags=re.S | re.M):
+        exec(compile(code, str(DOCS / page), "exec"), ns)
