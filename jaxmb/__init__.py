@@ -2,7 +2,7 @@
 
 Core functions take one sample or any leading batch shape, run compiled batched
 kernels, and are pure: compose ``jax.jit``, ``jax.vmap`` and ``jax.grad`` freely. Importing jaxmb changes no global JAX setting: switch float64 on
-in your own program if you want it (see the README).
+in your own program if you want it (``jax.config.update("jax_enable_x64", True)``; docs: Batches, gradients and devices).
 """
 
 from .dynamics import (

@@ -65,7 +65,7 @@ _SHAPES = """Every array argument is one sample (``q`` of shape ``(dof,)``) or a
     leading shape. The first call compiles (about a second); later calls with the same
     shapes, dtypes and model topology run the compiled kernel directly: on large
     batches as fast as under your own ``jax.jit``, while each direct call adds about
-    0.1 ms of input checks and dispatch (the README's latency figures), which matters
+    0.1 ms of input checks and dispatch (the latency figures of the documentation's Performance page), which matters
     for small batches in a Python loop: put the loop under ``jax.jit`` then.
     ``jax.vmap`` over a single-sample call runs the same batched kernel (a
     ``custom_vmap`` rule), and so do nested vmaps."""

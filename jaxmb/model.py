@@ -6,7 +6,7 @@ leaves, so they are traced under ``jit`` and differentiable under ``grad``; the
 topology (parents, names, kind of base and of coordinates) is static metadata, so
 changing a mass never recompiles a jitted function.
 
-Conventions (SI units, see the README): x forward, y up, gravity along -y. Segment
+Conventions (SI units; the documentation's Conventions page): x forward, y up, gravity along -y. Segment
 ``i`` has its proximal joint point ``P_i``, an axis at absolute angle ``theta_i``
 (counter-clockwise from +x), length ``L_i``, and its centre of mass at the local
 point ``com_i = (along, across)`` from ``P_i`` (``across`` is along the axis rotated
