@@ -333,7 +333,7 @@ def _run(argv, ran: dict) -> int:
                              "JAX was given one, else $JAXMB_CACHE_DIR, else $XDG_CACHE_HOME/jaxmb/xla, "
                              "else ~/.cache/jaxmb/xla)")  # fmt: skip
     parser.add_argument("--no-cache", action="store_true", help="compile everything afresh; keep nothing on disk")
-    sub = parser.add_subparsers(dest="command", required=True)
+    sub = parser.add_subparsers(dest="command", required=True, metavar="{gait,reach,optimal,identify}")
     p = sub.add_parser("reach", help="joint torques of a minimum-jerk reach of the two-link arm",
                        description="Joint torques (N m) of a minimum-jerk reach (Flash & Hogan: a straight hand path "
                        "from --start to --end in --duration) of the notes' two-link arm (1.70 m, 70 kg; shoulder at "
@@ -354,8 +354,8 @@ def _run(argv, ran: dict) -> int:
     p.add_argument("--out", default="jaxmb-out/reach",
                    help="folder for the torques, summary and figure (default jaxmb-out/reach; '' for none)")  # fmt: skip
     p.set_defaults(func=_cmd_reach)
-    b = sub.add_parser("bench", help="removed: in a source checkout, python -m benchmarks", add_help=False,
-                       prefix_chars="+")  # any arguments (--help, --only ...): the pointer, not a usage error
+    # not listed in --help (it only points elsewhere): sub's metavar names the others
+    b = sub.add_parser("bench", add_help=False, prefix_chars="+")  # any arguments (--help, --only ...): the pointer, not a usage error
     b.add_argument("rest", nargs="*")
     b.set_defaults(func=_cmd_bench)
     import importlib
@@ -397,12 +397,25 @@ class _Terminated(KeyboardInterrupt):
 
 
 def _terminate(signum, frame):
+    _RECEIVED.append("SIGTERM")
     raise _Terminated()
+
+
+def _interrupt(signum, frame):
+    _RECEIVED.append("SIGINT")
+    raise KeyboardInterrupt
+
+
+#: the signals received during this command: an interrupt raised where Python ignores
+#: exceptions (a garbage-collection callback of JAX's printed "Exception ignored" and
+#: the command ran on to exit 0) still ends the command with its status
+_RECEIVED: list = []
 
 
 def main(argv=None) -> int:
     """Run the ``jaxmb`` command line (``argv``: its arguments, default
-    ``sys.argv[1:]``); returns the exit status. Ctrl-C (SIGINT) or SIGTERM ends it
+    ``sys.argv[1:]``); returns the exit status (141 when its output pipe closes:
+    ``jaxmb reach | head -1``, without a traceback). Ctrl-C (SIGINT) or SIGTERM ends it
     with one line on stderr, ``jaxmb <command>: interrupted (SIGINT)``, and the
     status 130 (SIGTERM: 143), not a traceback; output files being written are left
     as the earlier set or the complete new one (:func:`jaxmb.io._write_outputs`)."""
@@ -411,16 +424,29 @@ def main(argv=None) -> int:
 
     ran = {"command": None}
     main_thread = threading.current_thread() is threading.main_thread()
-    previous = signal.signal(signal.SIGTERM, _terminate) if main_thread else None
+    del _RECEIVED[:]
+    previous = {}
+    if main_thread:
+        previous[signal.SIGTERM] = signal.signal(signal.SIGTERM, _terminate)
+        if signal.getsignal(signal.SIGINT) is signal.default_int_handler:  # not where SIGINT is ignored
+            previous[signal.SIGINT] = signal.signal(signal.SIGINT, _interrupt)
     try:
-        return _run(argv, ran)
+        status = _run(argv, ran)
+        if not _RECEIVED:
+            return status
+        name = _RECEIVED[0]  # raised where Python swallowed it: the command ran on
     except KeyboardInterrupt as e:
-        name, status = ("SIGTERM", 143) if isinstance(e, _Terminated) else ("SIGINT", 130)
-        print(f"jaxmb{' ' + ran['command'] if ran['command'] else ''}: interrupted ({name})", file=sys.stderr)
-        return status
+        name = "SIGTERM" if isinstance(e, _Terminated) else "SIGINT"
+    except BrokenPipeError:
+        # stdout closed by its reader (jaxmb reach | head -1): no traceback; Python's
+        # flush at exit would raise again, so stdout goes to /dev/null
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 141  # 128 + SIGPIPE, as a shell reports a process killed by it
     finally:
-        if main_thread and previous is not None:
-            signal.signal(signal.SIGTERM, previous)
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
+    print(f"jaxmb{' ' + ran['command'] if ran['command'] else ''}: interrupted ({name})", file=sys.stderr)
+    return 143 if name == "SIGTERM" else 130
 
 
 if __name__ == "__main__":  # pragma: no cover

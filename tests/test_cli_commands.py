@@ -27,6 +27,48 @@ def test_bench_is_gone_and_points_to_python_m_benchmarks(monkeypatch, capsys, ar
     assert "run them from its root: python -m benchmarks" in err[0]
 
 
+def test_help_lists_only_the_commands_that_run(capsys):
+    # bench, which only points to python -m benchmarks, was listed as a command
+    with pytest.raises(SystemExit):
+        main(["--help"])
+    out = capsys.readouterr().out
+    assert "{gait,reach,optimal,identify}" in out and "bench" not in out
+
+
+def test_an_interrupt_that_python_swallowed_still_ends_with_status_130(monkeypatch, capsys):
+    # a SIGINT raised inside a callback whose exceptions Python ignores (JAX's
+    # garbage-collection hook printed "Exception ignored ... KeyboardInterrupt") let
+    # the command run on and exit 0
+    import signal
+
+    from jaxmb import cli
+
+    def run(argv, ran):
+        ran["command"] = "optimal"
+        try:
+            signal.raise_signal(signal.SIGINT)
+        except KeyboardInterrupt:
+            pass  # swallowed, as in an ignored callback
+        return 0
+
+    monkeypatch.setattr(cli, "_run", run)
+    assert main(["optimal"]) == 130
+    assert capsys.readouterr().err.strip().splitlines() == ["jaxmb optimal: interrupted (SIGINT)"]
+    # and the handler is the caller's again afterwards
+    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
+
+
+def test_output_into_a_closed_pipe_is_no_traceback():
+    # jaxmb reach | head -1 printed a BrokenPipeError traceback and exited 1
+    import subprocess
+
+    proc = subprocess.Popen([sys.executable, "-m", "jaxmb", "--no-cache", "reach", "--samples", "21", "--out", ""],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)  # fmt: skip
+    proc.stdout.close()  # the reader is gone before the command prints (it takes seconds to start)
+    err = proc.stderr.read()
+    assert proc.wait(timeout=300) == 141 and err == "", err  # 128 + SIGPIPE, as a shell reports it
+
+
 # ---------------------------------------------------------------- jaxmb reach (item 14, 17)
 
 
