@@ -338,7 +338,8 @@ def _check_parameter(field: str, value, names: tuple, dtype=None):
         idx = first(c < 0)
         raise ValueError(f"{_where(field, idx, names)} must be >= 0, got {a[idx]}")
     elif field == "gravity" and (c < 0).any():
-        raise ValueError(f"gravity is the magnitude g >= 0 (m/s^2; it acts along -y), got {float(a.reshape(-1)[0])}")
+        got = float(a) if a.ndim == 0 else f"{a.tolist()} (an array: one g per model of a stack)"
+        raise ValueError(f"gravity is the magnitude g >= 0, a scalar (m/s^2; it acts along -y), got {got}")
     return a
 
 

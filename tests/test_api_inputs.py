@@ -44,7 +44,10 @@ def _fields(**changes):
     (dict(com=jnp.array([[0.13, 0.0], [0.12, np.inf], [0.1, 0.0]])), r"com of segment 1 \('fore'\) is not finite"),
     (dict(attach=jnp.array([0.0, np.nan, 0.27])), r"attach of segment 1 \('fore'\) is not finite"),
     (dict(origin=jnp.zeros(3)), r"origin must have shape \(2,\)"),
-    (dict(gravity=jnp.array(-9.81)), "gravity is the magnitude g >= 0"),
+    (dict(gravity=jnp.array(-9.81)), r"gravity is the magnitude g >= 0, a scalar \(m/s\^2; it acts along -y\), "
+                                     r"got -9.81$"),
+    # a vector (x, y) read as a stack of two models' g: the message said "got 0.0"
+    (dict(gravity=jnp.array([0.0, -9.81])), r"got \[0.0, -9.81\] \(an array: one g per model of a stack\)"),
     (dict(mass=jnp.array([True, True, True])), "mass must be real numbers"),
 ])  # fmt: skip
 def test_a_model_made_directly_checks_its_parameters(change, match):
