@@ -1567,6 +1567,12 @@ def fit(model: Model, q, qd, qdd, *, moments=None, reactions=None, loads=None, f
     Returns:
       :class:`FitResult` (print it for the report).
 
+    Warns:
+      UserWarning: a data kind whose residual RMS is more than half the data's own
+        RMS (the same weights): the fitted parameters explain little of it, converged
+        or not (forces acting on the body left out of ``loads``, or data of
+        different trials).
+
     Raises:
       ValueError: naming the argument, for wrong shapes, NaN or infinite values, no
         data, loads given as an array of wrenches with forces (see ``loads``), a
@@ -1892,11 +1898,38 @@ def fit(model: Model, q, qd, qdd, *, moments=None, reactions=None, loads=None, f
         wk = w if r.ndim == w.ndim else w[..., None]
         wk = np.broadcast_to(wk, r.shape) ** 2
         rms[k] = float(np.sqrt(np.sum(wk * r * r) / max(np.sum(wk), 1e-300)))
+    _warn_unexplained(rms, {k: (v[3], v[2]) for k, v in Yq.items()}, loads is None)
     return FitResult(model=fitted, initial=model, parameters=pi, stderr=stderr, physical=phys,
                      stderr_physical=stderr_phys, covariance=cov_pi, residuals=residuals, rms=rms,
                      converged=converged, status=status_text, iterations=iters,
                      cost=float(c), free=mask, base=base, names=parameter_names(model), noise=noise_level,
                      _z=z_np, _cov_z=cov_z)  # fmt: skip
+
+
+#: a fit whose residual RMS is more than this fraction of the data's own RMS (the
+#: same weights) explains little of the data, whether or not it converged
+UNEXPLAINED = 0.5
+
+
+def _warn_unexplained(rms: dict, data: dict, no_loads: bool) -> None:
+    """UserWarning, per data kind, when the fitted model leaves more than
+    :data:`UNEXPLAINED` of the measured data's RMS unexplained: a fit of the running
+    leg without its ground reaction "converged" to a 42 kg thigh with its centre of
+    mass outside the segment, and only ``rms`` hinted at it. ``data``: kind ->
+    (measured, weights)."""
+    for k, (meas, w) in data.items():
+        meas = np.asarray(meas)
+        wk = np.broadcast_to((w if meas.ndim == np.ndim(w) else np.asarray(w)[..., None]) ** 2, meas.shape)
+        size = float(np.sqrt(np.sum(wk * meas * meas) / max(np.sum(wk), 1e-300)))
+        if size > 0 and rms[k] > UNEXPLAINED * size:
+            import warnings
+
+            hint = ("no loads were given: if forces act on the body (a ground reaction), pass them as loads= "
+                    "(identify.PointForce)" if no_loads else
+                    "check that the loads, the motion and the measured data belong to the same trial")
+            warnings.warn(f"fit: the fitted model leaves {rms[k]:.4g} RMS of the measured {k} unexplained, "
+                          f"{100 * rms[k] / size:.0f} % of their own RMS ({size:.4g}): its parameters explain "
+                          f"little of the data; {hint}", UserWarning, stacklevel=3)  # fmt: skip
 
 
 def _base_fit(model, linear, kinds, sigma, ydt, rtol) -> "BaseFit":

@@ -8,6 +8,7 @@ fits (item 9).
 """
 
 import functools
+import re
 import warnings
 
 import jax
@@ -242,6 +243,23 @@ def test_fit_builds_the_wrenches_for_the_model_it_fits(how):
     wrench = identify.PointForce("foot", point, force).loads(start, states[0])
     np.testing.assert_allclose(wrench, jaxmb.point_load(start, states[0], "foot", point, force), rtol=1e-14)
     assert np.abs(wrench - loads).max() > 1.0
+
+
+def test_fit_without_the_loads_that_act_warns_that_it_explains_little():
+    # the README's fit with loads= left out "converged" to a 42 kg thigh with no word;
+    # with them, no warning
+    true, states, point, force, loads, mom, rea = _pushed_leg()
+    start = identify.perturbed(true, 0.3, seed=1)
+    with pytest.warns(UserWarning) as caught:
+        identify.fit(start, *states, moments=mom, reactions=rea)
+    texts = [str(w.message) for w in caught]
+    for kind in ("moments", "reactions"):
+        assert any(re.match(rf"fit: the fitted model leaves .* RMS of the measured {kind} unexplained, \d+ % of "
+                            r"their own RMS .* no loads were given", t) for t in texts), texts  # fmt: skip
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert identify.fit(start, *states, moments=mom, reactions=rea,
+                            loads=identify.PointForce("foot", point, force)).converged  # fmt: skip
 
 
 def test_point_force_checks_its_samples():
