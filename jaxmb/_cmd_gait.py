@@ -519,10 +519,14 @@ def _stance_figure(res, stances, title):
             for st in stances:
                 n, cut = st.stop - st.start, _cut(st)
                 pct = 100 * np.arange(n) / max(n - 1, 1)
-                if cut in ("start", "end") and scale is not None:
+                scaled = cut in ("start", "end") and scale is not None
+                if scaled:
                     pct = scale * np.arange(n) if cut == "end" else 100 - scale * np.arange(n)[::-1]
+                # without a whole stance to measure it by, a partial stance spans its
+                # own recorded frames: the legend says so (its % is not a stance's)
+                of = "" if scaled else f"; x: % of its {n} recorded frames, not of a stance"
                 ax.plot(pct, arr[_frames(st), j], ls="--" if cut else "-",
-                        label=f"stance at {res.time[st.start]:.2f} s" + (f" (partial: cut at the {cut})"
+                        label=f"stance at {res.time[st.start]:.2f} s" + (f" (partial: cut at the {cut}{of})"
                                                                           if cut else ""))  # fmt: skip
             ax.axhline(0, color="0.6", lw=0.5)
             if i == 0:

@@ -233,6 +233,16 @@ def test_stance_figure_draws_a_partial_stance_dashed_on_the_whole_stances_scale(
                       "stance at 0.00 s (partial: cut at the start)"]  # fmt: skip
 
 
+def test_stance_figure_says_when_a_partial_stance_spans_only_its_own_frames():
+    # no whole stance to scale it by: its frames recorded are 0-100 %, and the legend
+    # said only "partial" (a stranger read its knee peak at 38 % instead of 21 %)
+    res = _fake_result(200)
+    fig = _cmd_gait._stance_figure(res, [_cmd_gait._Stance(152, 200, "end")], "t")
+    np.testing.assert_allclose(fig.axes[0].get_lines()[0].get_xdata(), 100 * np.arange(48) / 47)
+    labels = [t.get_text() for t in fig.axes[0].get_legend().get_texts()]
+    assert labels == ["stance at 1.52 s (partial: cut at the end; x: % of its 48 recorded frames, not of a stance)"]
+
+
 def _write(tmp_path, markers, plates, stem):
     from jaxmb import io
 
