@@ -1228,7 +1228,13 @@ def analyze(
     many trials of one length (each trial's extension filtered in full, gathers
     at its ends). Inside, a loop takes a few trials at a
     time on the CPU (4: their intermediates stay in the cache) and up to 2^22 samples
-    worth of trials a step on a GPU or TPU (chosen without a GPU to measure it).
+    worth of trials a step on a GPU or TPU (chosen without a GPU to measure it). On
+    the CPU, trials of one length run through the compiled computation about 2^16
+    samples at a time (8 trials of 6,001 frames), each step's outputs copied into
+    result arrays allocated once: the time per trial does not grow with the batch,
+    and the memory is the inputs and results plus a few MB; ``out=`` writes the
+    results to memory-mapped files instead, for batches whose results do not fit
+    in memory.
 
     Args:
       hip, knee, ankle, toe: (..., T, 2) joint centres (x forward, y up), m; ``toe``
@@ -1297,6 +1303,15 @@ def analyze(
         the trial alone or in a batch). It does not suit kHz rates: second
         differences of positions cancel (at 10 kHz, RMS moment errors of 23, 6.8
         and 0.19 N m against the truth, instead of float64's 0.13, 0.07 and 0.011).
+      out: None (default: the results in memory) or a folder (created if missing):
+        each per-sample output is written there as ``<name>.npy`` (``moments.npy``,
+        ``reactions.npy``, ..., ``terms_<term>_moments.npy`` with ``terms``), step by
+        step as it is computed, and the result's arrays are those files,
+        memory-mapped (``np.load(path, mmap_mode="r")`` reads them later). For
+        batches whose results do not fit in memory (the whole result is 34 float64
+        values a frame). Files of the same names are replaced; each is written as
+        ``<name>.npy.partial`` and renamed when the result is complete (an error
+        leaves no file). Trials of one length and cut-off only.
 
     Returns:
       :class:`GaitResult`: its per-sample arrays (:data:`OUTPUTS`, ``terms``) and
@@ -1305,7 +1320,8 @@ def analyze(
     Raises:
       ValueError: inconsistent shapes, NaN in the valid samples, a cut-off at or
         above a Nyquist frequency, non-positive masses, rates or lengths, missing
-        segment parameters, an unknown convention.
+        segment parameters, an unknown convention, ``out`` not a folder or given
+        for trials of several lengths or cut-offs.
     """
     import jax
 
@@ -1662,7 +1678,23 @@ def _result(out, terms, kmask, lead, B, T, rate, trial_cut, auto, cutoff, same, 
                   "inertia": inertia.reshape(lead + (3,)), "com": com.reshape(lead + (3,))},  # fmt: skip
         terms=term_out,
     )
-    return result.to_convention(convention)
+    return result.to_convention(convention) if convention == "jaxmb" else _clinical_in_place(result)
+
+
+def _clinical_in_place(result: GaitResult) -> GaitResult:
+    """``result.to_convention("clinical")`` without copies of its arrays where they
+    are analyze's own (writeable; memory-mapped files too): the same arithmetic,
+    in place."""
+    arrays = [(result.angles, _ANGLE_SIGN, _ANGLE_OFFSET), (result.velocities, _ANGLE_SIGN, 0.0),
+              (result.moments, _MOMENT_SIGN, 0.0)]  # fmt: skip
+    arrays += [(m, _MOMENT_SIGN, 0.0) for m, _ in (result.terms or {}).values()]
+    if any(x is not None and not x.flags.writeable for x, _, _ in arrays):
+        return result.to_convention("clinical")
+    for x, sign, offset in arrays:
+        if x is not None:
+            x *= np.asarray(sign, x.dtype)
+            x += np.asarray(offset, x.dtype)
+    return dataclasses.replace(result, convention="clinical")
 
 
 #: Default markers of each joint centre (Plug-in-Gait labels; ``{S}`` is "R" or "L"):
