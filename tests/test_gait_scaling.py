@@ -126,3 +126,44 @@ def test_out_refuses_a_file_and_ragged_trials(trials, tmp_path):
     with pytest.raises(ValueError, match=r"out= takes trials of one length and cut-off; these come in 2 groups"):
         gait.analyze(**lists, force=[force[0], force[1, :100]], cop=[cop[0], cop[1, :100]], **kw, out=tmp_path / "r")
     assert not (tmp_path / "r").exists() or list((tmp_path / "r").iterdir()) == []
+
+
+def _scan_lengths(jaxpr):
+    """The lengths of every lax.scan in a jaxpr, nested ones included."""
+    out = []
+    for eqn in jaxpr.eqns:
+        if eqn.primitive.name == "scan":
+            out.append(eqn.params["length"])
+        for v in eqn.params.values():
+            inner = getattr(v, "jaxpr", None)
+            if inner is not None:
+                out += _scan_lengths(getattr(inner, "jaxpr", inner))
+    return out
+
+
+def test_filter_pads_cost_no_pass_over_them():
+    # the pipeline's filter (method "blocked", blocks of 32) at 10 kHz, 15 Hz: padlen
+    # "auto" is 1,383 samples at each end; only the states the pads leave are used,
+    # so neither pass runs over them (the forward pass ran over the right pad: 231
+    # blocks instead of 188), and the result is scipy's
+    import jax
+    import scipy.signal as ss
+
+    from jaxmb._filters import lowpass_jax
+
+    rate, cut, n = 10000.0, 15.0, 6001
+    sos = ss.butter(2, cut / (rate / 2), output="sos")
+    pad = gait._signal.settling_samples(sos)
+    assert pad == 1383
+    x = np.cumsum(np.random.default_rng(3).normal(size=(n, 3)), 0)
+
+    def f(x):
+        return lowpass_jax(x, rate, cut, 2, padlen="auto", method="blocked", block=32)
+
+    lengths = _scan_lengths(jax.make_jaxpr(f)(x).jaxpr)
+    assert lengths == [-(-n // 32)] * 2  # forward and backward: the signal's blocks only
+    ref = ss.sosfiltfilt(sos, x, axis=0, padlen=pad)
+    np.testing.assert_allclose(np.asarray(jax.jit(f)(x)), ref, rtol=0, atol=1e-11 * np.abs(ref).max())
+    # a length that is not a multiple of the block (the state after the last, partial block)
+    ref = ss.sosfiltfilt(sos, x[:5000], axis=0, padlen=pad)
+    np.testing.assert_allclose(np.asarray(jax.jit(f)(x[:5000])), ref, rtol=0, atol=1e-11 * np.abs(ref).max())
