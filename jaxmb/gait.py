@@ -1616,8 +1616,12 @@ def analyze(
 
         # in float64 whatever JAX's global setting (a scoped jax.enable_x64), unless
         # dtype="float32" asks for JAX's 32-bit mode
-        with jax.enable_x64(dtype == "float64"):
-            out = _run_steps(fn, args, B, step, T, nk, out_dir, files)
+        try:
+            with jax.enable_x64(dtype == "float64"):
+                out = _run_steps(fn, args, B, step, T, nk, out_dir, files)
+        except BaseException:  # an interrupted run leaves no partly written file
+            _remove(files)
+            raise
     try:
         result = _result(out, terms, kmask, lead, B, T, rate, trial_cut, auto, cutoff, same, force_cutoff,
                          kin_frames, body_mass, height, convention)  # fmt: skip

@@ -167,3 +167,26 @@ def test_filter_pads_cost_no_pass_over_them():
     # a length that is not a multiple of the block (the state after the last, partial block)
     ref = ss.sosfiltfilt(sos, x[:5000], axis=0, padlen=pad)
     np.testing.assert_allclose(np.asarray(jax.jit(f)(x[:5000])), ref, rtol=0, atol=1e-11 * np.abs(ref).max())
+
+
+def test_out_interrupted_between_steps_leaves_no_file(trials, monkeypatch, tmp_path):
+    pts, force, cop, kw = trials
+    monkeypatch.setattr(gait, "_STEP_SAMPLES", FRAMES * STEP, raising=False)
+    jitted, calls = gait._jitted, []
+
+    def interrupted(**static):
+        fn = jitted(**static)
+
+        def call(*args):
+            calls.append(1)
+            if len(calls) == 3:  # the first step is in the files by now
+                raise KeyboardInterrupt
+            return fn(*args)
+
+        return call
+
+    monkeypatch.setattr(gait, "_jitted", interrupted)
+    folder = tmp_path / "results"
+    with pytest.raises(KeyboardInterrupt):
+        gait.analyze(**pts, force=force, cop=cop, **kw, outputs="moments", out=folder)
+    assert len(calls) == 3 and list(folder.iterdir()) == []
