@@ -734,6 +734,10 @@ def _pipeline_chunk(platform: str, frames: int, terms: bool = False) -> int:
 _STEP_SAMPLES = 2**16
 
 
+#: steps dispatched ahead of the one being copied (JAX's asynchronous dispatch).
+_AHEAD = 1
+
+
 def _step_trials(platform: str, frames: int, chunk: int, B: int) -> int:
     """Trials per call of the compiled computation (see :data:`_STEP_SAMPLES`): on the
     CPU a multiple of ``chunk`` worth about ``_STEP_SAMPLES`` samples (at least one
@@ -796,12 +800,13 @@ def _run_steps(fn, args, B: int, step: int, T: int, nk: int, out_dir=None, files
     import jax
 
     starts = range(0, B, step)
-    out = {}
-    pending = fn(*args(0, min(step, B)))
+    out, pending = {}, {}
     for k, s in enumerate(starts):
         e = min(s + step, B)
-        nxt = fn(*args(s + step, min(s + 2 * step, B))) if k + 1 < len(starts) else None
-        for path, v in jax.tree_util.tree_flatten_with_path(pending)[0]:
+        for j in range(k, min(k + 1 + _AHEAD, len(starts))):
+            if j not in pending:
+                pending[j] = fn(*args(starts[j], min(starts[j] + step, B)))
+        for path, v in jax.tree_util.tree_flatten_with_path(pending.pop(k))[0]:
             v = np.asarray(v)
             if path not in out:
                 out[path] = _buffer(path, v, B, T, nk, out_dir, files)
@@ -809,7 +814,6 @@ def _run_steps(fn, args, B: int, step: int, T: int, nk: int, out_dir=None, files
                 out[path][s:e, :nk] = v[: e - s]
             else:
                 out[path][s:e] = v[: e - s]
-        pending = nxt
     for a in out.values():
         if isinstance(a, np.memmap):
             a.flush()
