@@ -18,7 +18,8 @@ rerun on a quiet machine (load below about 1.5) before believing a fall.
 Sections (``--only``): inverse (inverse dynamics vs NumPy and Pinocchio, 1e5
 samples), forward (forward dynamics vs Pinocchio, 1e5 samples), gait (the gait
 pipeline's whole result and moments + reactions vs the NumPy method), reaching
-(batched optimal reaching vs SciPy per problem). About 2 to 4 minutes on 2 cores.
+(1,000 optimal reaches in one call vs SciPy per problem, the record's size: the
+batch's time per problem depends on its size). About 3 to 5 minutes on 2 cores.
 Not covered: figures without a baseline in the same run (compile times, identify's
 absolute times), which depend on the machine's speed.
 """
@@ -131,15 +132,15 @@ def measure_forward(log=print) -> dict:
     out, every = {}, dict(common.models())
     for name in FD_MODELS:
         model = every[name]
-        q, qd, qdd = common.states(model, ID_BATCH, seed=7)
-        tau = np.asarray(jaxmb.inverse_dynamics(model, q, qd, qdd))
-        xs = tuple(jax.device_put(x) for x in (q, qd, tau))
-        common.block(jaxmb.forward_dynamics(model, *xs))
         try:
             pb = PinocchioBaseline(model, threads=2)
         except ImportError as e:
             log(f"  (Pinocchio skipped: {e})")
             continue
+        q, qd, qdd = common.states(model, ID_BATCH, seed=7)
+        tau = np.asarray(jaxmb.inverse_dynamics(model, q, qd, qdd))
+        xs = tuple(jax.device_put(x) for x in (q, qd, tau))
+        common.block(jaxmb.forward_dynamics(model, *xs))
         rel = [to_relative(model, q), to_relative(model, qd), forces_to_relative(model, tau)]
         fq = [np.asfortranarray(x.T) for x in rel]
         buf = np.zeros((model.dof, ID_BATCH), order="F")
@@ -161,7 +162,7 @@ def measure_gait(log=print) -> dict:
 def measure_reaching(log=print) -> dict:
     from . import bench_reaching
 
-    res = bench_reaching.run(quick=True, log=log)
+    res = bench_reaching.run(quick=False, log=log)  # the record's size: its quick run's ratio is not comparable
     return {"reaching batch per problem: x SciPy": res["speedup_per_problem"]}
 
 
