@@ -7,6 +7,9 @@ Usage::
     python -m benchmarks --no-wait  # do not wait for the load average to fall
     python -m benchmarks --quick --no-wait --only simulation,gradient   # some sections
     python -m benchmarks --only gradient_compile --merge   # rerun sections into results.json
+    python -m benchmarks --check    # rerun each recorded headline figure, small (a few
+                                    # minutes): prints those more than 20 % below their
+                                    # record (benchmarks/check.py; --check -h for its options)
 
 Sections: inverse_dynamics, forward_dynamics, reactions, gradient, gradient_compile,
 simulation, compile, latency, roofline, memory. A quick run writes
@@ -28,6 +31,10 @@ from . import bench_inverse, bench_more, bench_sim, bench_system, common, report
 
 def main(argv=None):
     argv = sys.argv[1:] if argv is None else argv
+    if "--check" in argv:
+        from . import check
+
+        return check.main([a for a in argv if a != "--check"])
     common.check_args(argv, __doc__, flags=("--quick", "--no-wait", "--merge"), options=("--only",))
     quick = "--quick" in argv
     common.enable_x64()
@@ -85,4 +92,4 @@ def main(argv=None):
 
 
 if __name__ == "__main__":
-    main()
+    raise SystemExit(main())

@@ -4,6 +4,7 @@ against the NumPy notebook method (SciPy filtfilt and a segment-by-segment
 
     python -m benchmarks.bench_gait [--trials 1000] [--baseline-trials 40] [--quick]
     python -m benchmarks.bench_gait --hugepages [--rounds 2]
+    python -m benchmarks.bench_gait --scaling 500,1000,2000,4000 [--outputs moments,reactions] --no-save
 
 jaxmb is timed twice: the whole result (``analyze``'s default: angles, velocities,
 moments, powers, reactions in two frames, base residual, segment angles, force and
@@ -25,10 +26,20 @@ transparent huge pages (``GLIBC_TUNABLES=glibc.malloc.hugetlb=1``, glibc 2.35 or
 later, Linux with transparent huge pages in ``madvise`` or ``always`` mode); each
 child times jaxmb and NumPy alternated as above, and the JSON records both
 configurations (medians over the children) with each child's page faults and CPU
-times. XLA:CPU allocates every output buffer afresh, and glibc maps each one of more
-than 32 MiB with its own ``mmap``, so that the pipeline's 1.6 GB of results (34
-float64 values a frame) cost one minor page fault per 4 KiB page (about 0.5 million
-a call) in the default environment.
+times. Until issue 39, XLA:CPU allocated the whole batch's outputs afresh each call,
+and glibc mapped each one of more than 32 MiB with its own ``mmap``, so that the
+pipeline's 1.6 GB of results (34 float64 values a frame) cost one minor page fault
+per 4 KiB page (about 0.5 million a call) in the default environment; analyze now
+steps through the batch into NumPy arrays allocated once (NumPy asks the kernel for
+transparent huge pages for large arrays, ``madvise`` mode: about 30,000 faults).
+
+With ``--scaling`` each batch size runs in a fresh process (``--one``): the time per
+trial and the CPU time (user + system) of the second call, its page faults, the
+process's peak memory (``ru_maxrss``) and the sizes of the inputs and of the result,
+so that a cost growing faster than the work, or memory growing with the batch beyond
+the results, shows (issue 39: time per trial flat from 500 to 4,000 trials, peak
+memory the inputs and results plus a fixed working set). Prints, and writes nothing
+unless ``--json``.
 """
 
 from __future__ import annotations
@@ -227,6 +238,56 @@ def run_hugepages(argv: list, rounds: int = 2, log=print) -> dict:
     return res
 
 
+def one(trials: int, outputs=None) -> dict:
+    """One batch size in this process: analyze twice (the first compiles), the second
+    call's wall and CPU time and page faults, the peak memory of the process."""
+    import resource
+
+    common.enable_x64()
+    from jaxmb import gait
+
+    d, pts, force, cop = make_trials(trials)
+    kw = dict(rate=d.rate, segments=d.segments, gravity=d.gravity, cutoff=CUTOFF, outputs=outputs)
+    r = gait.analyze(**pts, force=force, cop=cop, **kw)
+    result_bytes = sum(v.nbytes for k in gait.OUTPUTS if (v := getattr(r, k)) is not None)
+    del r
+    use = lambda: resource.getrusage(resource.RUSAGE_SELF)  # noqa: E731
+    a, t0 = use(), time.perf_counter()
+    r = gait.analyze(**pts, force=force, cop=cop, **kw)
+    wall, b = time.perf_counter() - t0, use()
+    del r
+    return {"trials": trials, "frames_per_trial": int(pts["hip"].shape[1]), "outputs": outputs or "all",
+            "wall_s": wall, "per_trial_ms": 1e3 * wall / trials, "user_s": b.ru_utime - a.ru_utime,
+            "system_s": b.ru_stime - a.ru_stime, "minor_faults": b.ru_minflt - a.ru_minflt,
+            "peak_rss_gb": use().ru_maxrss / 2**20, "result_gb": result_bytes / 2**30,
+            "inputs_gb": (sum(v.nbytes for v in pts.values()) + force.nbytes + cop.nbytes) / 2**30,
+            "load": common.load()}  # fmt: skip
+
+
+def scaling(sizes, outputs=None, log=print) -> list:
+    """:func:`one` for each batch size, each in a fresh process."""
+    import json
+    import subprocess
+    import sys
+
+    rows = []
+    for n in sizes:
+        cmd = [sys.executable, "-m", "benchmarks.bench_gait", "--one", str(n)]
+        if outputs:
+            cmd += ["--outputs", ",".join(outputs)]
+        out = subprocess.run(cmd, cwd=common.HERE.parent, capture_output=True, text=True)
+        if out.returncode:
+            log(f"{n} trials: failed ({out.stderr.strip().splitlines()[-1:]})")
+            continue
+        row = json.loads(out.stdout.strip().splitlines()[-1])
+        rows.append(row)
+        log(f"{n:6d} trials: {row['per_trial_ms']:.2f} ms a trial ({row['wall_s']:.2f} s; CPU {row['user_s']:.2f} s "
+            f"user + {row['system_s']:.2f} s system, {row['minor_faults']} page faults); peak memory "
+            f"{row['peak_rss_gb']:.2f} GiB for {row['inputs_gb']:.2f} GiB of inputs and {row['result_gb']:.2f} GiB "
+            f"of results; load {row['load'][0]}")  # fmt: skip
+    return rows
+
+
 def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--trials", type=int, default=1000)
@@ -237,7 +298,25 @@ def main(argv=None):
                    help=f"child processes alternately without and with GLIBC_TUNABLES={HUGEPAGES}")
     p.add_argument("--rounds", type=int, default=2, help="child processes per configuration (--hugepages)")
     p.add_argument("--json", help="write the results to this file instead of benchmarks/results_gait.json")
+    p.add_argument("--scaling", help="batch sizes, comma-separated: each in a fresh process (time per trial, memory)")
+    p.add_argument("--outputs", help="analyze's outputs= for --scaling, comma-separated (default: the whole result)")
+    p.add_argument("--one", type=int, help=argparse.SUPPRESS)  # --scaling's child: one batch size, JSON on stdout
     a = p.parse_args(argv)
+    outputs = tuple(a.outputs.split(",")) if a.outputs else None
+    if a.one:
+        import json
+
+        print(json.dumps(one(a.one, outputs)))
+        return
+    if a.scaling:
+        try:
+            sizes = [int(x) for x in a.scaling.split(",")]
+        except ValueError:
+            p.error(f"--scaling takes batch sizes separated by commas, got {a.scaling!r}")
+        rows = scaling(sizes, outputs)
+        if a.json:
+            common.save({"environment": common.environment(), "scaling": rows}, Path(a.json))
+        return
     if a.hugepages:
         child = ["--trials", str(a.trials), "--baseline-trials", str(a.baseline_trials)] + (["--quick"] if a.quick else [])
         res = run_hugepages(child, a.rounds)

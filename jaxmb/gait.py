@@ -723,6 +723,137 @@ def _pipeline_chunk(platform: str, frames: int, terms: bool = False) -> int:
     return max(1, samples // max(1, frames))
 
 
+#: trials x samples that one call of analyze's compiled computation takes on the CPU
+#: (its loop over chunks of :data:`_CHUNK` trials inside): analyze calls it step by
+#: step over a larger batch and copies each step's outputs, a few MB that the cache
+#: still holds, into the result arrays, allocated once. One call for the whole batch
+#: made XLA allocate every output afresh (1.6 GB for 1,000 running trials of the
+#: whole result), one page fault per 4 KiB each call, and its time per trial grew
+#: with the batch (2.3 ms at 500 trials, 4.6 ms at 4,000) and its memory to about
+#: 2.7 times the results (issue 39).
+_STEP_SAMPLES = 2**16
+
+
+#: steps dispatched ahead of the one being copied (JAX's asynchronous dispatch).
+_AHEAD = 1
+
+
+def _step_trials(platform: str, frames: int, chunk: int, B: int) -> int:
+    """Trials per call of the compiled computation (see :data:`_STEP_SAMPLES`): on the
+    CPU a multiple of ``chunk`` worth about ``_STEP_SAMPLES`` samples (at least one
+    chunk); elsewhere (GPU, TPU: the batch's inputs and results on the device) the
+    whole batch ``B`` in one call."""
+    if platform != "cpu":
+        return B
+    step = max(chunk, (_STEP_SAMPLES // max(1, frames)) // chunk * chunk)
+    return min(B, step)
+
+
+def _rows(x, s: int, e: int, size: int, n=None):
+    """Trials ``s:e`` of x (B, ...) (its first ``n`` samples: axis 1), padded to ``size``
+    trials with copies of trial ``s`` (the compiled computation's shape); None stays None."""
+    if x is None:
+        return None
+    y = x[s:e] if n is None else x[s:e, :n]
+    if e - s < size:
+        y = np.concatenate([y, np.repeat(y[:1], size - (e - s), 0)])
+    return y
+
+
+def _file_name(path) -> str:
+    """The .npy file name of an output (a path of the pipeline's output tree):
+    "moments", "terms_gravity_moments", ..."""
+    keys = [getattr(k, "key", None) for k in path]
+    if keys[0] == "terms":
+        return f"terms_{keys[1]}_{('moments', 'reactions')[path[2].idx]}"
+    return str(keys[0])
+
+
+def _buffer(path, v: np.ndarray, B: int, T: int, nk: int, out_dir, files: dict) -> np.ndarray:
+    """The result array of one output like ``v`` (one step's: (b, nk, ...) per sample,
+    (b, ...) per trial) for B trials: (B, T, ...) per sample, its samples from ``nk``
+    NaN; (B, ...) per trial. Per-sample outputs go to ``out_dir/<name>.npy.partial``
+    (memory-mapped, recorded in ``files``) when ``out_dir`` is given."""
+    per_sample = v.ndim >= 2 and v.shape[1] == nk
+    shape = (B,) + ((T,) + v.shape[2:] if per_sample else v.shape[1:])
+    if per_sample and out_dir is not None:
+        import os
+
+        final = os.path.join(out_dir, _file_name(path) + ".npy")
+        files[final + ".partial"] = final
+        a = np.lib.format.open_memmap(final + ".partial", mode="w+", dtype=v.dtype, shape=shape)
+    else:
+        a = np.empty(shape, v.dtype)
+    if per_sample and nk < T:
+        a[:, nk:] = np.nan
+    return a
+
+
+def _run_steps(fn, args, B: int, step: int, T: int, nk: int, out_dir=None, files=None) -> dict:
+    """Run the compiled pipeline ``fn`` over B trials ``step`` at a time (``args(s, e)``:
+    its arguments for trials s:e, padded to ``step``) and copy each step's outputs into
+    result arrays allocated once (:func:`_buffer`; memory-mapped files in ``out_dir``).
+    Each step is dispatched before the previous one is copied (JAX's asynchronous
+    dispatch), so that the copy overlaps the computation. Returns {path: array}, the
+    paths of ``fn``'s output tree; per-sample arrays (B, T, ...) (NaN from ``nk``),
+    per-trial ones (B, ...)."""
+    import jax
+
+    starts = range(0, B, step)
+    out, pending = {}, {}
+    for k, s in enumerate(starts):
+        e = min(s + step, B)
+        for j in range(k, min(k + 1 + _AHEAD, len(starts))):
+            if j not in pending:
+                pending[j] = fn(*args(starts[j], min(starts[j] + step, B)))
+        for path, v in jax.tree_util.tree_flatten_with_path(pending.pop(k))[0]:
+            v = np.asarray(v)
+            if path not in out:
+                out[path] = _buffer(path, v, B, T, nk, out_dir, files)
+            if v.ndim >= 2 and v.shape[1] == nk:
+                out[path][s:e, :nk] = v[: e - s]
+            else:
+                out[path][s:e] = v[: e - s]
+    for a in out.values():
+        if isinstance(a, np.memmap):
+            a.flush()
+    return out
+
+
+def _out_folder(out):
+    """analyze's ``out=``: None, or the folder (created if missing) for the per-sample
+    outputs' .npy files, as a str."""
+    if out is None:
+        return None
+    import os
+
+    if not isinstance(out, (str, os.PathLike)):
+        raise ValueError(f"out must be None or a folder (str or path) for the results' .npy files, got {out!r}")
+    folder = os.fspath(out)
+    if os.path.exists(folder) and not os.path.isdir(folder):
+        raise ValueError(f"out={folder!r} is a file: give a folder for the results' .npy files")
+    os.makedirs(folder, exist_ok=True)
+    return folder
+
+
+def _remove(files: dict):
+    """Delete out='s partly written files (an error before the result was complete)."""
+    import os
+
+    for partial in files:
+        if os.path.exists(partial):
+            os.remove(partial)
+
+
+def _publish(files: dict):
+    """Rename out='s complete .npy.partial files to their .npy names (the arrays
+    memory-mapped from them stay valid: the same files)."""
+    import os
+
+    for partial, final in files.items():
+        os.replace(partial, final)
+
+
 def _chunk_size(B: int, target: int) -> int:
     """A divisor of B near ``target`` (no padded trials), or else the size of
     ``ceil(B / target)`` balanced chunks (fewer padded trials than chunks)."""
@@ -1018,6 +1149,7 @@ def analyze(
     terms: bool = False,
     outputs=None,
     dtype: str = "float64",
+    out=None,
 ) -> GaitResult:
     """Joint angles, moments, powers and reaction forces of the leg in the sagittal plane.
 
@@ -1100,7 +1232,13 @@ def analyze(
     many trials of one length (each trial's extension filtered in full, gathers
     at its ends). Inside, a loop takes a few trials at a
     time on the CPU (4: their intermediates stay in the cache) and up to 2^22 samples
-    worth of trials a step on a GPU or TPU (chosen without a GPU to measure it).
+    worth of trials a step on a GPU or TPU (chosen without a GPU to measure it). On
+    the CPU, trials of one length run through the compiled computation about 2^16
+    samples at a time (8 trials of 6,001 frames), each step's outputs copied into
+    result arrays allocated once: the time per trial does not grow with the batch,
+    and the memory is the inputs and results plus a few MB; ``out=`` writes the
+    results to memory-mapped files instead, for batches whose results do not fit
+    in memory.
 
     Args:
       hip, knee, ankle, toe: (..., T, 2) joint centres (x forward, y up), m; ``toe``
@@ -1169,6 +1307,15 @@ def analyze(
         the trial alone or in a batch). It does not suit kHz rates: second
         differences of positions cancel (at 10 kHz, RMS moment errors of 23, 6.8
         and 0.19 N m against the truth, instead of float64's 0.13, 0.07 and 0.011).
+      out: None (default: the results in memory) or a folder (created if missing):
+        each per-sample output is written there as ``<name>.npy`` (``moments.npy``,
+        ``reactions.npy``, ..., ``terms_<term>_moments.npy`` with ``terms``), step by
+        step as it is computed, and the result's arrays are those files,
+        memory-mapped (``np.load(path, mmap_mode="r")`` reads them later). For
+        batches whose results do not fit in memory (the whole result is 34 float64
+        values a frame). Files of the same names are replaced; each is written as
+        ``<name>.npy.partial`` and renamed when the result is complete (an error
+        leaves no file). Trials of one length and cut-off only.
 
     Returns:
       :class:`GaitResult`: its per-sample arrays (:data:`OUTPUTS`, ``terms``) and
@@ -1177,7 +1324,8 @@ def analyze(
     Raises:
       ValueError: inconsistent shapes, NaN in the valid samples, a cut-off at or
         above a Nyquist frequency, non-positive masses, rates or lengths, missing
-        segment parameters, an unknown convention.
+        segment parameters, an unknown convention, ``out`` not a folder or given
+        for trials of several lengths or cut-offs.
     """
     import jax
 
@@ -1186,6 +1334,7 @@ def analyze(
     if dtype not in ("float64", "float32"):
         raise ValueError(f"dtype must be 'float64' or 'float32', got {dtype!r}")
     outputs = _outputs(outputs, terms)
+    out_dir = _out_folder(out)
     rate = _signal._positive(rate, "rate", "Hz")
     force_rate = rate if force_rate is None else _signal._positive(force_rate, "force_rate", "Hz")
     gravity = float(gravity)
@@ -1405,6 +1554,10 @@ def analyze(
                     what = f"trial{'s' * (len(idx) > 1)} (trial{'s' * (len(idx) > 1)} {', '.join(map(str, idx))})"
                 if _signal._warn_unsettled(sos, n, r, cut, stacklevel=3, what=what):
                     break
+    if len(keys) > 1 and out_dir is not None:
+        raise ValueError(f"out= takes trials of one length and cut-off; these come in {len(keys)} groups "
+                         "(lengths, cut-offs): analyze each group with its own out=")  # fmt: skip
+    files = {}  # out=: each output's .npy.partial -> its .npy, renamed when the result is complete
     if len(keys) > 1:
         # trials of several lengths or cut-offs: one compiled computation for all,
         # each trial filtered and differentiated within its own frames, on arrays as
@@ -1446,40 +1599,50 @@ def analyze(
                     v = np.concatenate([v, np.full((B, T - Tu) + v.shape[2:], np.nan, v.dtype)], 1)
             out[path] = v
     else:  # one length and cut-off
-        (((nk, nf, c), idx),) = keys.items()
-        idx = np.asarray(idx)
-        whole = len(idx) == B and nk == T and nf == Tf  # the common case: no copies of the inputs
+        (((nk, nf, c), idx),) = keys.items()  # every trial (one group)
         kc = c  # the kinematics' cut-off (None: unfiltered)
         fc = kc if same else force_cutoff
         resample = resamples[nk, nf, c]
+        platform = _platform()
+        chunk = _pipeline_chunk(platform, nk, bool(terms))
         fn = _jitted(rate=rate, force_rate=force_rate, cutoff=kc, force_cutoff=fc, order=order, padlen=padlen,
-                     from_table=from_table, terms=bool(terms), outputs=outputs,
-                     chunk=_pipeline_chunk(_platform(), nk, bool(terms)))  # fmt: skip
-        pick = (lambda x, n: x) if whole else (lambda x, n: x[idx, :n])  # noqa: E731
-        # NumPy arrays go to the compiled function as they are: jax.jit takes them
-        # without a copy where they are aligned, and copies them once otherwise
-        # (jnp.asarray first would copy them once more)
-        seg = tuple(x[idx] for x in (seg_a, seg_b, seg_c))
-        pel = None if pelvis_a is None else pick(pelvis_a, nk)
-        mz = None if not has_mz else pick(mz_a, nf)
+                     from_table=from_table, terms=bool(terms), outputs=outputs, chunk=chunk)  # fmt: skip
+        seg = (seg_a, seg_b, seg_c)
+        mz = mz_a if has_mz else None
+        step = _step_trials(platform, nk, chunk, B)
+
+        def args(s, e):  # trials s:e (views where no padding), cut to the group's samples
+            def pick(x, n=None):
+                return _rows(x, s, e, step, n)
+
+            return (tuple(pick(a, nk) for a in PT), pick(force_a, nf), pick(cop_a, nf), pick(mz, nf), resample,
+                    tuple(pick(x) for x in seg), np.float64(gravity), pick(pelvis_a, nk))  # fmt: skip
+
         # in float64 whatever JAX's global setting (a scoped jax.enable_x64), unless
         # dtype="float32" asks for JAX's 32-bit mode
-        with jax.enable_x64(dtype == "float64"):
-            got = fn(tuple(pick(a, nk) for a in PT), pick(force_a, nf), pick(cop_a, nf), mz, resample, seg,
-                     np.float64(gravity), pel)  # fmt: skip
-        flat = jax.tree_util.tree_flatten_with_path(got)[0]
-        for path, v in flat:
-            v = np.asarray(v)
-            if whole:
-                out[path] = v
-                continue
-            if path not in out:
-                shape = (B,) + ((T,) + v.shape[2:] if v.ndim >= 2 and v.shape[1] == nk else v.shape[1:])
-                out[path] = np.full(shape, np.nan, dtype=v.dtype)
-            if v.ndim >= 2 and v.shape[1] == nk:
-                out[path][idx, :nk] = v
-            else:
-                out[path][idx] = v
+        try:
+            with jax.enable_x64(dtype == "float64"):
+                out = _run_steps(fn, args, B, step, T, nk, out_dir, files)
+        except BaseException:  # an interrupted run leaves no partly written file
+            _remove(files)
+            raise
+    try:
+        result = _result(out, terms, kmask, lead, B, T, rate, trial_cut, auto, cutoff, same, force_cutoff,
+                         kin_frames, body_mass, height, convention)  # fmt: skip
+    except BaseException:
+        _remove(files)
+        raise
+    _publish(files)
+    return result
+
+
+def _result(out, terms, kmask, lead, B, T, rate, trial_cut, auto, cutoff, same, force_cutoff, kin_frames, body_mass,
+            height, convention) -> GaitResult:  # fmt: skip
+    """analyze's GaitResult from the pipeline's outputs ``out`` {path: (B, ...) array}:
+    checks the segment lengths, masks the samples past each trial's frames (NaN, in
+    place where the arrays are analyze's own) and applies the ``convention``."""
+    import jax
+
     res = {jax.tree_util.keystr(k[:1]).strip("[]'"): v for k, v in out.items() if len(k) == 1}
     lengths = res["lengths"]
     if (lengths <= 0).any() or not np.isfinite(lengths).all():
@@ -1498,7 +1661,9 @@ def analyze(
     def shaped(x):
         if x is None:
             return None
-        if not full:
+        if not full and x.flags.writeable:  # analyze's own array: no copy (a memory-mapped file too)
+            x[~kmask] = np.nan
+        elif not full:
             x = np.where(kmask.reshape((B, T) + (1,) * (x.ndim - 2)), x, np.nan)
         return x.reshape(lead + x.shape[1:])
 
@@ -1521,7 +1686,23 @@ def analyze(
                   "inertia": inertia.reshape(lead + (3,)), "com": com.reshape(lead + (3,))},  # fmt: skip
         terms=term_out,
     )
-    return result.to_convention(convention)
+    return result.to_convention(convention) if convention == "jaxmb" else _clinical_in_place(result)
+
+
+def _clinical_in_place(result: GaitResult) -> GaitResult:
+    """``result.to_convention("clinical")`` without copies of its arrays where they
+    are analyze's own (writeable; memory-mapped files too): the same arithmetic,
+    in place."""
+    arrays = [(result.angles, _ANGLE_SIGN, _ANGLE_OFFSET), (result.velocities, _ANGLE_SIGN, 0.0),
+              (result.moments, _MOMENT_SIGN, 0.0)]  # fmt: skip
+    arrays += [(m, _MOMENT_SIGN, 0.0) for m, _ in (result.terms or {}).values()]
+    if any(x is not None and not x.flags.writeable for x, _, _ in arrays):
+        return result.to_convention("clinical")
+    for x, sign, offset in arrays:
+        if x is not None:
+            x *= np.asarray(sign, x.dtype)
+            x += np.asarray(offset, x.dtype)
+    return dataclasses.replace(result, convention="clinical")
 
 
 #: Default markers of each joint centre (Plug-in-Gait labels; ``{S}`` is "R" or "L"):
