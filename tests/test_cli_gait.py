@@ -8,6 +8,7 @@ import re
 import numpy as np
 import pytest
 
+import walkway
 from jaxmb import _cmd_gait, cli
 
 HERE = pathlib.Path(__file__).parent
@@ -461,28 +462,9 @@ def test_help_is_plain_text(command, capsys):
 def _two_strides(tmp_path):
     """Gait.c3d's complete frames twice, the copy displaced by the distance walked:
     the right foot steps on plate 2, then on its copy (plate 4), as on a walkway."""
-    import warnings
-
     from jaxmb import io
 
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        t = io.read_c3d(HERE / "data" / "Gait.c3d", warn_gaps=False)
-    m, f = t.markers, t.forces
-    a, b = 133, 327  # the complete frames, 1.33-3.26 s
-    T = b - a
-    sac = m.get("VSAC")[a:b]
-    shift = (sac[-1] - sac[0]) * T / (T - 1)
-    shift[2] = 0.0
-    mk = io.Markers(rate=100.0, time=np.arange(2 * T) / 100.0, labels=m.labels,
-                    xyz=np.concatenate([m.xyz[a:b], m.xyz[a:b] + shift]))  # fmt: skip
-    F, C, Mz = f.force[a * 10 : b * 10], f.cop[a * 10 : b * 10], f.free_moment[a * 10 : b * 10]
-    zero, nan = np.zeros_like(F), np.full_like(C, np.nan)
-    fp = io.ForcePlates(rate=1000.0, time=np.arange(2 * len(F)) / 1000.0,
-                        force=np.concatenate([np.concatenate([F, zero], 1), np.concatenate([zero, F], 1)]),
-                        cop=np.concatenate([np.concatenate([C, nan], 1), np.concatenate([nan, C + shift], 1)]),
-                        free_moment=np.concatenate([np.concatenate([Mz, Mz * np.nan], 1),
-                                                    np.concatenate([Mz * np.nan, Mz], 1)]))  # fmt: skip
+    mk, fp = walkway.two_strides()
     io.write_trc(tmp_path / "two.trc", mk)
     io.write_forces(tmp_path / "two.forces", fp)
     return ["--trc", str(tmp_path / "two.trc"), "--forces", str(tmp_path / "two.forces")]

@@ -17,6 +17,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+import walkway
 from jaxmb import _cmd_gait, cli, gait
 
 HERE = Path(__file__).parent
@@ -27,28 +28,7 @@ def strides():
     """(markers at 100 Hz, plates at 1 kHz) of two strides, 3.88 s; the right foot's
     contacts are plate 2 at samples 754-1324 and plate 4 at 2694-3264."""
     pytest.importorskip("ezc3d")
-    from jaxmb import io
-
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        t = io.read_c3d(HERE / "data" / "Gait.c3d", warn_gaps=False)
-    m, f = t.markers, t.forces
-    a, b = 133, 327  # the complete frames, 1.33-3.26 s
-    T = b - a
-    sac = m.get("VSAC")[a:b]
-    shift = (sac[-1] - sac[0]) * T / (T - 1)
-    shift[2] = 0.0
-    mk = io.Markers(rate=100.0, time=np.arange(2 * T) / 100.0, labels=m.labels,
-                    xyz=np.concatenate([m.xyz[a:b], m.xyz[a:b] + shift]), source="walk.trc")  # fmt: skip
-    F, C, Mz = f.force[a * 10 : b * 10], f.cop[a * 10 : b * 10], f.free_moment[a * 10 : b * 10]
-    zero, nan = np.zeros_like(F), np.full_like(C, np.nan)
-    fp = io.ForcePlates(rate=1000.0, time=np.arange(2 * len(F)) / 1000.0,
-                        force=np.concatenate([np.concatenate([F, zero], 1), np.concatenate([zero, F], 1)]),
-                        cop=np.concatenate([np.concatenate([C, nan], 1), np.concatenate([nan, C + shift], 1)]),
-                        free_moment=np.concatenate([np.concatenate([Mz, Mz * np.nan], 1),
-                                                    np.concatenate([Mz * np.nan, Mz], 1)]),
-                        source="walk.forces")  # fmt: skip
-    return mk, fp
+    return walkway.two_strides(sources=True)
 
 
 def _frames(markers, i0, i1):
