@@ -57,13 +57,9 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from ._checks import _as_array, _float_dtype, check_array, check_dt, check_steps, check_vector
 from .dynamics import inverse_dynamics, joint_moments
 from .kinematics import (
-    _as_array,
-    check_array,
-    check_dt,
-    check_steps,
-    check_vector,
     coordinates_to,
     pose,
     pose_acceleration,
@@ -90,11 +86,6 @@ _RK4_STAGES = np.array([[0.0, 1.0], [0.5, 2.0], [0.5, 2.0], [1.0, 1.0]])
 
 
 # ------------------------------------------------------------------- helpers
-
-
-def _float_dtype(*xs):
-    dt = jnp.result_type(*xs)
-    return dt if jnp.issubdtype(dt, jnp.floating) else jnp.result_type(float)
 
 
 def _check_baumgarte(alpha, beta):
