@@ -60,7 +60,7 @@ from .simulate import Trajectory, simulate
 from . import maximal
 from . import identify
 from . import optimal
-from . import gait, io, plot, signal  # NumPy-only at import: no plotting backend, no JAX compile
+from . import datasets, gait, io, plot, signal  # NumPy-only at import: no plotting backend, no JAX compile
 from .optimal import Movement, OptimalMovement, optimize
 from .trajectory import IKResult, hand_position, inverse_kinematics, workspace
 
@@ -126,6 +126,7 @@ __all__ = [
     "maximal",
     # gait analysis from lab files, file readers, filters and derivatives, figures
     "gait",
+    "datasets",
     "io",
     "signal",
     "plot",

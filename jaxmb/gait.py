@@ -25,14 +25,13 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-import gzip
 import math
-from importlib import resources
 from typing import Mapping
 
 import numpy as np
 
 from . import signal as _signal
+from .datasets import SEGMENTS, RunningData, running_data
 
 __all__ = [
     "analyze",
@@ -54,8 +53,6 @@ __all__ = [
 
 #: Joint names, in the order of every (..., 3) result: the proximal joint of each segment.
 JOINTS = ("hip", "knee", "ankle")
-#: Segment names of the leg model, in index order.
-SEGMENTS = ("thigh", "shank", "foot")
 #: The terms of the inverse dynamics that :func:`term_effects` separates.
 TERMS = ("gravity", "ground_reaction", "linear_inertia", "rotational_inertia")
 #: The per-sample results that :func:`analyze` can return (its ``outputs=``).
@@ -76,100 +73,6 @@ _TABLE_ROWS = {
     "deleva_male": ("thigh", "shank", "foot"),
     "deleva_female": ("thigh", "shank", "foot"),
 }
-
-
-# --------------------------------------------------------------------------- data
-
-
-@dataclasses.dataclass(frozen=True)
-class RunningData:
-    """van den Bogert's simulated running trial (right leg), with its true joint loads.
-
-    Attributes:
-      rate: sampling rate, Hz (10000).
-      time: (T,) s, T = 6001.
-      hip, knee, ankle, toe: (T, 2) joint centres (x forward, y up), m.
-      force: (T, 2) ground reaction force (Fx, Fy) on the foot, N.
-      cop: (T,) centre-of-pressure x on the ground (y = 0), m.
-      moments: (T, 3) true net moments at hip, knee, ankle, N m: the moment of the
-        proximal segment on the distal one, counter-clockwise positive (jaxmb's
-        :func:`jaxmb.joint_moments` convention). Zero before heel strike (given from
-        ``heel_strike`` on).
-      force_magnitudes: (T, 3) magnitude of the true hip, knee, ankle reaction, N.
-      segments: dict of (3,) arrays for thigh, shank, foot: "mass" kg, "inertia"
-        kg m^2 about the centre of mass, "com" fraction of the segment length from the
-        proximal joint (as :func:`analyze` takes them).
-      gravity: 9.80665 m/s^2, the simulation's.
-      heel_strike, toe_off: sample indices of the first and last non-zero vertical
-        force (3000, 5194).
-    """
-
-    rate: float
-    time: np.ndarray
-    hip: np.ndarray
-    knee: np.ndarray
-    ankle: np.ndarray
-    toe: np.ndarray
-    force: np.ndarray
-    cop: np.ndarray
-    moments: np.ndarray
-    force_magnitudes: np.ndarray
-    segments: dict
-    gravity: float
-    heel_strike: int
-    toe_off: int
-
-    def inputs(self) -> dict:
-        """Keyword arguments of :func:`analyze` for this trial (no filtering)."""
-        return dict(hip=self.hip, knee=self.knee, ankle=self.ankle, toe=self.toe, force=self.force,
-                    cop=self.cop, rate=self.rate, segments=self.segments, gravity=self.gravity)  # fmt: skip
-
-
-def _load_text(name: str) -> np.ndarray:
-    with resources.files("jaxmb").joinpath("data", "running", name).open("rb") as raw:
-        with gzip.open(raw, "rt") as f:
-            return np.loadtxt(f, dtype=np.float64)
-
-
-@functools.lru_cache(maxsize=1)
-def _running_arrays():
-    return tuple(_load_text(f"all.{ext}.gz") for ext in ("kin", "frc", "mom", "fmg"))
-
-
-def running_data() -> RunningData:
-    """The bundled running data (``jaxmb/data/running``, see its README.txt).
-
-    A. J. van den Bogert's simulated running, published for the ISB as a test set
-    for inverse dynamics, as used in the BMC gait notebook. Arrays are fresh copies.
-
-    Returns:
-      :class:`RunningData`.
-    """
-    kin, frc, mom, fmg = (a.copy() for a in _running_arrays())
-    pts = kin.reshape(-1, 4, 2)
-    T = kin.shape[0]
-    rate = 10000.0
-    fy = np.flatnonzero(frc[:, 1] != 0)
-    return RunningData(
-        rate=rate,
-        time=np.arange(T) / rate,
-        hip=pts[:, 0].copy(),
-        knee=pts[:, 1].copy(),
-        ankle=pts[:, 2].copy(),
-        toe=pts[:, 3].copy(),
-        force=frc[:, :2].copy(),
-        cop=frc[:, 2].copy(),
-        moments=mom,
-        force_magnitudes=fmg,
-        segments={
-            "mass": np.array([6.85, 2.86, 1.00]),
-            "inertia": np.array([0.145361267, 0.042996389, 0.0200]),
-            "com": np.array([0.4323725, 0.4334975, 0.0]),
-        },
-        gravity=9.80665,
-        heel_strike=int(fy[0]),
-        toe_off=int(fy[-1]),
-    )
 
 
 # ------------------------------------------------------------------------- result

@@ -2287,7 +2287,7 @@ def monte_carlo(model: Model, q, qd, qdd, loads=None, *, spread, draws: int = 10
 
 
 def running_trial():
-    """The van den Bogert running trial as identification data.
+    """The van den Bogert running trial as identification data (:func:`jaxmb.datasets.running_leg`).
 
     The leg is a floating-base chain (thigh, shank, foot; base at the hip, absolute
     segment angles) with the simulation's parameters and gravity 9.80665; angles and
@@ -2305,23 +2305,10 @@ def running_trial():
       moment_weights (T,) (1 from heel strike on, where the true moments are given;
       0 before), force_magnitudes (T, 3) N, data (the :class:`jaxmb.gait.RunningData`).
     """
-    from . import gait
-    from .dynamics import point_load
-    from .model import tree
-    from .signal import derivative
+    from .datasets import running_leg
 
-    d = gait.running_data()
-    pts = np.stack([d.hip, d.knee, d.ankle, d.toe], 1)
-    seg = pts[:, 1:] - pts[:, :-1]
-    lengths = np.linalg.norm(seg, axis=2).mean(0)
-    theta = np.unwrap(np.arctan2(seg[..., 1], seg[..., 0]), axis=0)
-    q = np.concatenate([d.hip, theta], 1)
-    qd = derivative(q, d.rate, 1)
-    qdd = derivative(q, d.rate, 2)
-    s = d.segments
-    model = tree([-1, 0, 1], lengths, s["com"] * lengths, s["mass"], s["inertia"], base="floating",
-                 coordinates="absolute", gravity=d.gravity, names=list(gait.SEGMENTS))  # fmt: skip
-    cop = np.stack([d.cop, np.zeros_like(d.cop)], 1)
+    leg = running_leg()
+    model, q, qd, qdd, cop, d = (leg[k] for k in ("model", "q", "qd", "qdd", "cop", "data"))
 
     def loads_for(m: Model) -> np.ndarray:
         # the ground reaction force at the centre of pressure, as wrenches at the
