@@ -1,6 +1,6 @@
 """Elementary functions for the engine: the sine and cosine of an angle in one
 expression (:func:`sincos`), with the limit (:data:`SINCOS_LIMIT`) up to which
-it is accurate. A leaf: it imports nothing from jaxmb."""
+it is accurate; the runs of a boolean mask (:func:`true_runs`). A leaf: it imports nothing from jaxmb."""
 
 from __future__ import annotations
 
@@ -8,8 +8,9 @@ import math
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 
-__all__ = ["sincos", "SINCOS_LIMIT"]
+__all__ = ["sincos", "SINCOS_LIMIT", "true_runs"]
 
 # ----------------------------------------------------------------- sin and cos
 #
@@ -112,3 +113,10 @@ def _sincos_jvp(primals, tangents):
     (x,), (dx,) = primals, tangents
     c, s = sincos(x)
     return (c, s), (-s * dx, c * dx)
+
+
+def true_runs(mask: np.ndarray) -> tuple:
+    """``((start, stop), ...)`` of the True runs of a 1-D boolean mask (NumPy)."""
+    padded = np.concatenate([[False], mask, [False]]).astype(np.int8)
+    edges = np.flatnonzero(np.diff(padded))
+    return tuple((int(a), int(b)) for a, b in zip(edges[::2], edges[1::2]))

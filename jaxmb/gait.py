@@ -31,6 +31,7 @@ from typing import Mapping
 import numpy as np
 
 from . import signal as _signal
+from ._math import true_runs
 from .datasets import SEGMENTS, RunningData, running_data
 
 __all__ = [
@@ -1848,12 +1849,11 @@ def _gap_text(markers, labels, f0, f1) -> str:
     missing in frames f0..f1 (inclusive; 0-based indices, as ``Markers.gaps`` gives
     them), those with the same gaps together; the text counts frames from 1, as the
     files' Frame# column and motion-capture software do."""
-    from .io import _runs
 
     groups = {}
     for lab in dict.fromkeys(labels):
         miss = ~np.isfinite(markers.get(lab)[f0 : f1 + 1]).all(-1)
-        gaps = tuple((f0 + r0, f0 + r1 - 1) for r0, r1 in _runs(miss))
+        gaps = tuple((f0 + r0, f0 + r1 - 1) for r0, r1 in true_runs(miss))
         if gaps:
             groups.setdefault(gaps, []).append(lab)
     t = markers.time
@@ -1967,7 +1967,7 @@ def sagittal(markers, plates=None, *, side: str = "right", mapping=None, min_for
         below that a missing centre of pressure is the reader's "unloaded", e.g.
         :func:`jaxmb.io.read_c3d` below 20 N, and carries no weight).
     """
-    from .io import C3DTrial, _runs
+    from .io import C3DTrial
 
     if isinstance(markers, C3DTrial):
         plates = markers.forces if plates is None else plates
@@ -2003,7 +2003,7 @@ def sagittal(markers, plates=None, *, side: str = "right", mapping=None, min_for
 
     centres = {k: _joint_centre(markers, spec[k], S, up) for k in ("hip", "knee", "ankle", "toe", "heel")}
     ok = np.all([np.isfinite(c).all(-1) for c in centres.values()], axis=0)
-    runs = _runs(ok)
+    runs = true_runs(ok)
     if not runs:
         raise ValueError(f"sagittal: no frame in which every marker of the mapping is present{_src(markers)}")
     a, b = max(runs, key=lambda r: r[1] - r[0])
@@ -2070,7 +2070,7 @@ def sagittal(markers, plates=None, *, side: str = "right", mapping=None, min_for
 
     mine, unsure = [], []
     for k in range(P):
-        for r0, r1 in _runs(loaded[:, k]):
+        for r0, r1 in true_runs(loaded[:, k]):
             idx = np.arange(r0, r1)
             if not inside[idx].any():
                 continue  # a contact outside the marker recording
@@ -2178,7 +2178,7 @@ def sagittal(markers, plates=None, *, side: str = "right", mapping=None, min_for
     # are one stance; runs less than _STANCE_GAP apart, a force flickering about
     # min_force at a contact's edge, too), in frames
     stances = []
-    for g0, g1 in _runs(has):
+    for g0, g1 in true_runs(has):
         if stances and (g0 - stances[-1][1]) / frate < _STANCE_GAP:
             stances[-1][1] = g1
         else:
@@ -2193,7 +2193,7 @@ def sagittal(markers, plates=None, *, side: str = "right", mapping=None, min_for
     vert_all = np.where(loaded, vert, 0.0).sum(-1)
     mids = []
     for k in range(P):
-        for r0, r1 in _runs(loaded[:, k]):
+        for r0, r1 in true_runs(loaded[:, k]):
             m_ = r1 - r0
             if m_ * rate / frate >= 10 and r0 > 0 and r1 < Tf:  # a whole contact of at least 10 frames
                 mids.append(vert_all[r0 + int(0.15 * m_) : r1 - int(0.15 * m_)])

@@ -48,6 +48,8 @@ from typing import Optional
 
 import numpy as np
 
+from ._math import true_runs
+
 __all__ = [
     "Markers",
     "ForcePlates",
@@ -182,7 +184,7 @@ class Markers:
         out = {}
         for j, label in enumerate(self.labels):
             if missing[:, j].any():
-                out[label] = _runs(missing[:, j])
+                out[label] = true_runs(missing[:, j])
         return out
 
     def replace(self, **changes) -> "Markers":
@@ -349,13 +351,6 @@ class C3DTrial:
 # --------------------------------------------------------------------------------------
 # Helpers
 # --------------------------------------------------------------------------------------
-
-
-def _runs(mask: np.ndarray) -> tuple:
-    """``((start, stop), ...)`` of the True runs of a 1-D boolean mask."""
-    padded = np.concatenate([[False], mask, [False]]).astype(np.int8)
-    edges = np.flatnonzero(np.diff(padded))
-    return tuple((int(a), int(b)) for a, b in zip(edges[::2], edges[1::2]))
 
 
 def _warn_gaps(markers: Markers, source: str, stacklevel: int = 3) -> None:
