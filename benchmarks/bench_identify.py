@@ -35,13 +35,16 @@ def main(argv=None) -> int:
 
     import jaxmb
     from jaxmb import identify
+    from jaxmb._cmd_identify_running import perturbed
+    from jaxmb.identify._parameters import _with_physical
+    from jaxmb.identify._uncertainty import _draw_physical
 
     load_before = common.load()
     trial = identify.running_trial()
     true = trial["model"]
     q, qd, qdd = trial["q"], trial["qd"], trial["qdd"]
     T = q.shape[0]
-    start = identify.perturbed(true, 0.3, seed=0)
+    start = perturbed(true, 0.3, seed=0)
     loads = trial["ground"]  # the force at its point: fit builds the wrenches for the model it fits
     kw = dict(moments=trial["moments"], reactions=trial["force_magnitudes"], loads=loads,
               moment_weights=trial["moment_weights"])  # fmt: skip
@@ -82,8 +85,8 @@ def main(argv=None) -> int:
                                           target_s=5.0)  # fmt: skip
 
     # the same 6e6 moment evaluations through the engine: vmap over 1000 stacked models
-    phys = identify._draw_physical(true, spread, 1000, 0)[1]
-    models = jax.vmap(lambda p: identify._with_physical(true, p))(jnp.asarray(phys))
+    phys = _draw_physical(true, spread, 1000, 0)[1]
+    models = jax.vmap(lambda p: _with_physical(true, p))(jnp.asarray(phys))
 
     def engine(ms, q, qd, qdd, ld):
         return jax.vmap(lambda m: jaxmb.joint_moments(m, q, qd, qdd, ld, gradient="autodiff"))(ms)

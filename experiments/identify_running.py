@@ -22,13 +22,14 @@ jax.config.update("jax_enable_x64", True)
 import numpy as np  # noqa: E402
 
 from jaxmb import identify  # noqa: E402
+from jaxmb._cmd_identify_running import bands_figure, recover_running, recovery_figure  # noqa: E402
 
 DOCS = pathlib.Path(__file__).resolve().parent.parent / "docs"
 
 
 def main():
     t0 = time.perf_counter()
-    out = identify.recover_running(0.3, seed=0, loss="huber")
+    out = recover_running(0.3, seed=0, loss="huber")
     res, true, trial = out["fit"], out["true"], out["trial"]
     print(f"fit of 12 parameters to {len(trial['q'])} frames ({time.perf_counter() - t0:.1f} s with compilation)")
     print(res.report(true))
@@ -50,7 +51,7 @@ def main():
     for c, v, e, w in zip(base.parameters.combinations, base.values, base.stderr, want):
         print(f"  {c:60s} {v:10.5f} +- {e:.1e}   true {w:10.5f}")
 
-    fig = identify.recovery_figure(out["rows"])
+    fig = recovery_figure(out["rows"])
     fig.savefig(DOCS / "identify_recovery.png", dpi=100)
 
     # moment bands from the tables' spread, around the true model
@@ -72,7 +73,7 @@ def main():
         print(f"  {joint:5s} stance: 95 % band median width {np.median(width[:, j]):6.2f} N m, max "
               f"{width[:, j].max():6.1f} N m (RMS moment {rms[j]:.1f} N m)")
     mom = np.where(stance[:, None], trial["moments"], np.nan)
-    fig = identify.bands_figure(trial["data"].time, bands, mom)
+    fig = bands_figure(trial["data"].time, bands, mom)
     fig.savefig(DOCS / "identify_bands.png", dpi=100)
     print(f"figures: {DOCS / 'identify_recovery.png'}, {DOCS / 'identify_bands.png'}")
 

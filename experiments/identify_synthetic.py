@@ -32,6 +32,7 @@ import numpy as np  # noqa: E402
 
 import jaxmb  # noqa: E402
 from jaxmb import identify, signal  # noqa: E402
+from jaxmb._cmd_identify_running import perturbed  # noqa: E402  (the demo of `jaxmb identify`)
 
 DOCS = pathlib.Path(__file__).resolve().parent.parent / "docs"
 RATE = 500.0
@@ -70,7 +71,7 @@ def main():
     q, qd, qdd = simulate(true)
     mom = np.asarray(jaxmb.joint_moments(true, q, qd, qdd))
     rea = np.asarray(jaxmb.joint_reactions(true, q, qd, qdd))
-    start = identify.perturbed(true, 0.3, seed=1)
+    start = perturbed(true, 0.3, seed=1)
     pi_true = np.asarray(identify.to_parameters(true))
     phys_true = np.asarray(identify.to_physical(true))
     L = np.asarray(true.length)

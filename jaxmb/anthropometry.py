@@ -616,3 +616,37 @@ def to_vertical(theta, pointing: str | Sequence[str] = "down"):
       phi, same shape, rad (not wrapped).
     """
     return _shift(theta, pointing, -1.0)
+
+
+# ------------------------------------------- the tables for identification priors
+
+
+def table_rows(table: str) -> dict:
+    """The rows of an anthropometric table, keyed by normalised segment name
+    (:func:`row_key`). Each row has ``label`` (as printed), ``mass`` (fraction of the
+    body mass), ``com`` (fraction of the length from the row's first endpoint) and
+    ``gyration`` (radius of gyration about the centre of mass / length; NaN where the
+    table gives none).
+
+    Raises:
+      ValueError: for an unknown table (listing the tables).
+    """
+    return dict(_table(_check_table(table)))
+
+
+def row_key(name: str) -> str:
+    """A segment name as :func:`table_rows` keys it: 'Upper arm' -> 'upper_arm'."""
+    return _key(name)
+
+
+def seven_segment_parts(table: str = "dempster", height: float = 1.0, body_mass: float = 1.0) -> tuple:
+    """The segments of :func:`seven_segment_human` before they become a model.
+
+    Returns:
+      (parents (7,), lengths (7,) m, parts (7,)), in the order of
+      ``SEVEN_SEGMENT_NAMES``: each part has ``mass`` (kg), ``com`` (m from the
+      segment's proximal joint) and ``inertia`` (kg m^2 about the centre of mass);
+      the legs and arms hold both sides.
+    """
+    lengths, parts = _seven_segment(height, body_mass, _check_table(table))
+    return SEVEN_SEGMENT_PARENT, lengths, parts

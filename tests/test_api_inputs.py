@@ -18,6 +18,7 @@ import pytest
 
 import jaxmb
 from jaxmb import identify
+from jaxmb._cmd_identify_running import perturbed  # demo code of the `jaxmb identify` command
 
 ARM = dict(length=[0.30, 0.27], com=[0.13, 0.12], mass=[2.0, 1.2], inertia=[0.016, 0.008])
 
@@ -216,7 +217,7 @@ def test_fit_refuses_wrenches_made_for_another_model():
     # running_trial()'s loads (for the true model) given with another starting model
     # "converged" to thigh inertia -100 % and shank +325 %, without an error
     true, states, point, force, loads, mom, rea = _pushed_leg()
-    start = identify.perturbed(true, 0.3, seed=1)
+    start = perturbed(true, 0.3, seed=1)
     with pytest.raises(ValueError, match=r"loads as an array of wrenches at the centres of mass belong to the "
                                          r"model they were made for .*PointForce\(segment, point, force\)"):
         identify.fit(start, *states, moments=mom, reactions=rea, loads=loads)
@@ -233,7 +234,7 @@ def test_fit_builds_the_wrenches_for_the_model_it_fits(how):
     # the force and its point (or a function of the model): the same data fit from a
     # start 30 % off recover the true parameters
     true, states, point, force, loads, mom, rea = _pushed_leg()
-    start = identify.perturbed(true, 0.3, seed=1)
+    start = perturbed(true, 0.3, seed=1)
     given = (identify.PointForce("foot", point, force) if how == "point_force" else
              lambda m: jaxmb.point_load(m, states[0], "foot", point, force))  # fmt: skip
     res = identify.fit(start, *states, moments=mom, reactions=rea, loads=given)
@@ -249,7 +250,7 @@ def test_fit_without_the_loads_that_act_warns_that_it_explains_little():
     # the README's fit with loads= left out "converged" to a 42 kg thigh with no word;
     # with them, no warning
     true, states, point, force, loads, mom, rea = _pushed_leg()
-    start = identify.perturbed(true, 0.3, seed=1)
+    start = perturbed(true, 0.3, seed=1)
     with pytest.warns(UserWarning) as caught:
         identify.fit(start, *states, moments=mom, reactions=rea)
     texts = [str(w.message) for w in caught]

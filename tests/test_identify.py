@@ -53,6 +53,8 @@ import pytest
 
 import jaxmb
 from jaxmb import identify
+from jaxmb._cmd_identify_running import perturbed  # demo code of the `jaxmb identify` command
+from jaxmb.identify import _data, _fit, _parameters, _result, _solver, _uncertainty
 
 RNG = np.random.default_rng(11)
 
@@ -310,7 +312,7 @@ def test_noiseless_synthetic_data_recover_the_true_parameters():
     q, qd, qdd = _states(true, (60,), seed=7)
     mom = np.asarray(jaxmb.joint_moments(true, q, qd, qdd))
     rea = np.asarray(jaxmb.joint_reactions(true, q, qd, qdd))
-    start = identify.perturbed(true, 0.3, seed=1)
+    start = perturbed(true, 0.3, seed=1)
     # moments only: the base parameters, from the linear step, to 1e-8 relative
     res = identify.fit(start, q, qd, qdd, moments=mom, free="inertia")
     bp = res.base.parameters
@@ -380,7 +382,7 @@ def test_prior_makes_moments_only_fit_possible_and_is_reported():
     trial = _running()
     k = slice(3000, 5200, 10)
     true = trial["model"]
-    start = identify.perturbed(true, 0.3, seed=2)
+    start = perturbed(true, 0.3, seed=2)
     loads = trial["ground"].select(k)  # the force at its point: wrenches for the model fitted
     args = (start, trial["q"][k], trial["qd"][k], trial["qdd"][k])
     # no movement shows the thigh's mass in the moments: the message says so (and that
@@ -510,7 +512,7 @@ def test_fit_with_sigma_reaches_the_minimum_when_an_inertia_goes_to_its_floor():
     assert res.converged and "inertia[hand]" in res.status
     assert cost(res.parameters) == pytest.approx(res.cost, rel=1e-9)
     other = identify.fit(start, q, qd, qdd, moments=tau, reactions=lam)
-    ref = minimize(lambda p: cost(np.asarray(identify._pi_from_physical(p.reshape(3, 4)))),
+    ref = minimize(lambda p: cost(np.asarray(_parameters._pi_from_physical(p.reshape(3, 4)))),
                    np.asarray(other.physical).reshape(-1), method="L-BFGS-B",
                    bounds=[(1e-6, None), (None, None), (None, None), (0.0, None)] * 3,
                    options=dict(ftol=1e-15, gtol=1e-10, maxiter=10_000))  # fmt: skip
@@ -529,9 +531,9 @@ def test_standard_errors_stay_finite_where_determined_and_are_never_nan():
     true = _chain(3, seed=7)
     q, qd, qdd = _states(true, (60,), seed=7)
     mom = np.asarray(jaxmb.joint_moments(true, q, qd, qdd)) + np.random.default_rng(0).normal(0, 1.0, (60, 3))
-    start = identify.perturbed(true, 0.3, seed=2)
+    start = perturbed(true, 0.3, seed=2)
     res = identify.fit(start, q, qd, qdd, moments=mom, free=["com", "inertia"])
-    floor = identify._floor(start)[:, 3]
+    floor = _parameters._floor(start)[:, 3]
     # within 1e-3 of the floor (at it exactly, d phys / d z = 0 met an infinite
     # variance: 0 * inf; the projected step now stops there before exp(z) underflows)
     at_floor = res.physical[:, 3] - floor < 1e-3 * floor
@@ -554,7 +556,7 @@ def test_covariance_of_one_undetermined_coordinate_and_of_a_prior_under_exact_da
     # one coordinate the data do not see: only its row and column are inf
     Jw = A.copy()
     Jw[:, 3] = 0.0
-    cov, und = identify._covariance_z(Jw, np.zeros((0, 4)))
+    cov, und = _uncertainty._covariance_z(Jw, np.zeros((0, 4)))
     assert und.tolist() == [False, False, False, True]
     np.testing.assert_allclose(cov[:3, :3], np.linalg.inv(Jw[:, :3].T @ Jw[:, :3]), rtol=1e-12)
     assert np.isinf(cov[3]).all() and np.isinf(cov[:, 3]).all()
@@ -566,7 +568,7 @@ def test_covariance_of_one_undetermined_coordinate_and_of_a_prior_under_exact_da
     Jp = np.diag([2.0, 1.0, 0.5, 3.0])
     N = B[:, 2:]
     want = N @ np.linalg.inv(N.T @ Jp.T @ Jp @ N) @ N.T
-    cov, und = identify._covariance_z(Jw, Jp)
+    cov, und = _uncertainty._covariance_z(Jw, Jp)
     assert not und.any()
     np.testing.assert_allclose(cov, want, rtol=1e-9, atol=1e-12 * np.abs(want).max())
 
@@ -579,7 +581,7 @@ def test_prior_determines_what_near_exact_data_cannot_see():
     true = _chain(3, seed=7)
     q, qd, qdd = _states(true, (60,), seed=7)
     mom = np.asarray(jaxmb.joint_moments(true, q, qd, qdd))
-    start = identify.perturbed(true, 0.3, seed=1)
+    start = perturbed(true, 0.3, seed=1)
     tp, L = np.asarray(identify.to_physical(true)), np.asarray(true.length)
     prior = identify.Prior(tp, np.stack([0.1 * tp[:, 0], 0.05 * L, 0.05 * L, 0.2 * tp[:, 3]], 1))
     res = identify.fit(start, q, qd, qdd, moments=mom, prior=prior)
@@ -715,8 +717,8 @@ def test_monte_carlo_from_a_fit_stays_physical():
     with pytest.raises(ValueError, match="the model has 3 segments, the fit's 2"):
         identify.monte_carlo(_chain(3, seed=9), np.zeros((5, 3)), np.zeros((5, 3)), np.zeros((5, 3)), spread=res)
     # the report's error column stays apart from the true value whatever its size
-    assert [len(identify._percent(v)) for v in (0.01, -99.99, 86711.65, 133018.14, -2e7)] == [9] * 5
-    assert identify._percent(133018.14) == " 1.33e+05"
+    assert [len(_result._percent(v)) for v in (0.01, -99.99, 86711.65, 133018.14, -2e7)] == [9] * 5
+    assert _result._percent(133018.14) == " 1.33e+05"
 
 
 def _arm_and_movement(T, seed):
@@ -737,7 +739,7 @@ def test_monte_carlo_of_a_poorly_determined_parameter_matches_the_delta_method()
     m, rng, (q, qd, qdd) = _arm_and_movement(300, 1)
     tau = np.asarray(jaxmb.joint_moments(m, q, qd, qdd)) + 0.5 * rng.normal(size=(300, 3))
     lam = np.asarray(jaxmb.joint_reactions(m, q, qd, qdd)) + 3 * rng.normal(size=(300, 3, 2))
-    res = identify.fit(identify.perturbed(m, 0.3, 2), q, qd, qdd, moments=tau, reactions=lam)
+    res = identify.fit(perturbed(m, 0.3, 2), q, qd, qdd, moments=tau, reactions=lam)
     assert res.converged and res.stderr_physical[1, 3] > 5 * res.physical[1, 3]  # measured 14x
     b = identify.monte_carlo(m, q, qd, qdd, spread=res, draws=2000)
     Y = np.asarray(identify.regressor(m, q, qd, qdd, quantity="joint_moments")[0])
@@ -769,7 +771,7 @@ def test_standard_errors_when_one_data_kind_is_far_more_precise():
     sm, sr = 0.05, 1e-4
     tau = np.asarray(jaxmb.joint_moments(m, q, qd, qdd)) + sm * rng.normal(size=(100, 3))
     lam = np.asarray(jaxmb.joint_reactions(m, q, qd, qdd)) + sr * rng.normal(size=(100, 3, 2))
-    res = identify.fit(identify.perturbed(m), q, qd, qdd, moments=tau, reactions=lam,
+    res = identify.fit(perturbed(m), q, qd, qdd, moments=tau, reactions=lam,
                        sigma={"moments": sm, "reactions": sr})  # fmt: skip
     assert res.converged
     p = res.physical.reshape(-1)
@@ -828,7 +830,7 @@ def test_huber_weighs_each_kind_by_its_robust_spread():
     tau = np.asarray(jaxmb.joint_moments(m, q, qd, qdd)) + 0.5 * rng.normal(size=(300, 3))
     lam = np.asarray(jaxmb.joint_reactions(m, q, qd, qdd)) + 3 * rng.normal(size=(300, 3, 2))
     tau[rng.choice(300, 15, replace=False)] += 40.0
-    res = identify.fit(identify.perturbed(m, 0.3, 2), q, qd, qdd, moments=tau, reactions=lam, loss="huber")
+    res = identify.fit(perturbed(m, 0.3, 2), q, qd, qdd, moments=tau, reactions=lam, loss="huber")
     assert res.converged and "at the bound" not in res.status
     # the noise the standard errors assume: Huber's sum psi^2 / (N - p) / mean(psi')^2
     assert 0.5 < res.noise["moments"] < 0.65 and 2.8 < res.noise["reactions"] < 3.3, res.noise  # 0.57, 3.10
@@ -837,7 +839,7 @@ def test_huber_weighs_each_kind_by_its_robust_spread():
     A = np.concatenate([Ym / 0.5, Yr / 3.0])
     y = np.concatenate([tau.reshape(-1) / 0.5, lam.reshape(-1) / 3.0])
     ref = so.least_squares(lambda p: A @ p - y, identify.to_parameters(m), loss="huber", f_scale=1.345)
-    diff = np.abs(res.physical - identify._physical_from_pi(ref.x)) / res.stderr_physical
+    diff = np.abs(res.physical - _parameters._physical_from_pi(ref.x)) / res.stderr_physical
     assert diff.max() < 0.2, diff  # measured 0.065 (1.5 before)
 
 
@@ -860,11 +862,11 @@ def test_bad_data_get_clear_errors():
         fit(model, q, qd[:, :1], qdd, moments=mom)
     bad = mom.copy()
     bad[7, 1] = np.nan
-    with pytest.raises(ValueError, match=r"moments contains NaN.*\(7, 1\)"):
+    with pytest.raises(ValueError, match=r"moments is not finite at index \(7, 1\)"):
         fit(model, q, qd, qdd, moments=bad)
     badq = q.copy()
     badq[3, 0] = np.inf
-    with pytest.raises(ValueError, match=r"q contains NaN or infinite values.*\(3, 0\)"):
+    with pytest.raises(ValueError, match=r"q is not finite at index \(3, 0\)"):
         fit(model, badq, qd, qdd, moments=mom)
     with pytest.raises(ValueError, match=r"too few samples: 2 measured values.*8 free parameters"):
         fit(model, q[:1], qd[:1], qdd[:1], moments=mom[:1], free=None, reactions=None)
@@ -911,13 +913,13 @@ def test_rtol_joints_fraction_and_complex_data_are_checked():
             identify.identifiability(model, q, qd, qdd, rtol=bad)
     mom = np.asarray(jaxmb.joint_moments(model, q, qd, qdd))
     with pytest.raises(ValueError, match=r"rtol must be a number in \(0, 1\)"):
-        identify.fit(model, q, qd, qdd, moments=mom, rtol="a")
+        identify.fit(model, q, qd, qdd, moments=mom, solver=identify.Solver(rtol="a"))
     with pytest.raises(ValueError, match="joints= selects joints of quantity='joint_reactions'"):
         identify.regressor(model, q, qd, qdd, quantity="joint_moments", joints=[1])
     with pytest.raises(ValueError, match="joints= selects joints"):
         identify.sensitivity(model, q, qd, qdd, joints=[1])
     with pytest.raises(ValueError, match=r"fraction must be a number in \[0, 1\)"):
-        identify.perturbed(model, 2.0)
+        perturbed(model, 2.0)
     with pytest.raises(ValueError, match="moments must be real numbers, got complex"):
         identify.fit(model, q, qd, qdd, moments=mom + 1j)
 
@@ -991,20 +993,20 @@ def test_per_trial_weights_are_not_read_as_per_joint():
     with pytest.raises(ValueError, match=r"moment_weights has shape \(3,\), which broadcasts neither.*give shape "
                                          r"\(3, 1, 1\)"):
         identify.fit(true, q, qd, qdd, moments=mom, moment_weights=np.array([1.0, 3.0, 2.0]))
-    w = identify._weights(np.array([1.0, 3.0]).reshape(2, 1, 1), (2, 30), (2,), "moment_weights")
+    w = _data._weights(np.array([1.0, 3.0]).reshape(2, 1, 1), (2, 30), (2,), "moment_weights")
     np.testing.assert_array_equal(w[:, 0, :], [[1.0, 1.0], [3.0, 3.0]])
-    np.testing.assert_array_equal(identify._weights(np.array([1.0, 3.0]), (30,), (2,), "w")[0], [1.0, 3.0])
+    np.testing.assert_array_equal(_data._weights(np.array([1.0, 3.0]), (30,), (2,), "w")[0], [1.0, 3.0])
     # (trials, 1) broadcasts to the samples (trials, T): one weight per trial (before:
     # "broadcasts neither to the samples (3, 30) nor to the data"), as (trials, 1, 1)
     w31 = np.array([1.0, 0.0, 2.0])[:, None]
-    np.testing.assert_array_equal(identify._weights(w31, (3, 30), (2,), "w"),
-                                  identify._weights(w31[..., None], (3, 30), (2,), "w"))  # fmt: skip
+    np.testing.assert_array_equal(_data._weights(w31, (3, 30), (2,), "w"),
+                                  _data._weights(w31[..., None], (3, 30), (2,), "w"))  # fmt: skip
     a = identify.fit(true, q, qd, qdd, moments=mom, moment_weights=w31, free="inertia")
     b = identify.fit(true, q, qd, qdd, moments=mom, moment_weights=w31[..., None], free="inertia")
     np.testing.assert_array_equal(a.physical, b.physical)
     # where it also reads as the data's last axes (samples (2, 2), 2 joints): refused
     with pytest.raises(ValueError, match=r"w of shape \(2, 1\) is ambiguous: one weight per sample"):
-        identify._weights(np.ones((2, 1)), (2, 2), (2,), "w")
+        _data._weights(np.ones((2, 1)), (2, 2), (2,), "w")
 
 
 def test_sigma_free_and_mask_arguments_are_checked():
@@ -1032,8 +1034,8 @@ def test_not_converged_is_reported_not_nan():
     q, qd, qdd = _states(model, (60,), seed=12)
     mom = np.asarray(jaxmb.joint_moments(model, q, qd, qdd))
     rea = np.asarray(jaxmb.joint_reactions(model, q, qd, qdd))
-    start = identify.perturbed(model, 0.5, seed=3)
-    res = identify.fit(start, q, qd, qdd, moments=mom, reactions=rea, max_iter=1)
+    start = perturbed(model, 0.5, seed=3)
+    res = identify.fit(start, q, qd, qdd, moments=mom, reactions=rea, solver=identify.Solver(max_iter=1))
     assert res.converged is False and res.status == "maximum number of iterations"
     assert np.isfinite(res.physical).all() and np.isfinite(res.cost)
     assert "NOT converged" in res.report()
@@ -1059,7 +1061,7 @@ def _sines(frames=400):
 @pytest.mark.parametrize("seed", [0, 1, 2])
 def test_reaction_magnitudes_recover_a_chain_from_30_percent_off(seed):
     q, qd, qdd, mom, mag = _sines()
-    res = identify.fit(identify.perturbed(_ARM3, 0.3, seed), q, qd, qdd, moments=mom, reactions=mag)
+    res = identify.fit(perturbed(_ARM3, 0.3, seed), q, qd, qdd, moments=mom, reactions=mag)
     assert res.converged, res.status
     true = np.asarray(identify.to_physical(_ARM3))
     # noise-free data: to round-off (1e-13 measured), mass and inertia relative, com in m
@@ -1070,10 +1072,10 @@ def test_reaction_magnitudes_recover_a_chain_from_30_percent_off(seed):
 def test_lm_steps_are_bounded_in_the_log_coordinates():
     # one iteration from 30 % off moves no log(mass) or log(inertia) by more than 1
     q, qd, qdd, mom, mag = _sines()
-    start = identify.perturbed(_ARM3, 0.3, 0)
-    res = identify.fit(start, q, qd, qdd, moments=mom, reactions=mag, max_iter=1)
+    start = perturbed(_ARM3, 0.3, 0)
+    res = identify.fit(start, q, qd, qdd, moments=mom, reactions=mag, solver=identify.Solver(max_iter=1))
     step = np.log(res.physical[:, [0, 3]]) - np.log(np.asarray(identify.to_physical(start))[:, [0, 3]])
-    assert np.abs(step).max() <= identify._MAX_LOG_STEP * (1 + 1e-12)
+    assert np.abs(step).max() <= _solver._MAX_LOG_STEP * (1 + 1e-12)
 
 
 def test_a_parameter_stuck_at_its_floor_restarts_or_is_not_converged(monkeypatch):
@@ -1082,8 +1084,8 @@ def test_a_parameter_stuck_at_its_floor_restarts_or_is_not_converged(monkeypatch
     on the first solve only (the fit restarts that parameter and recovers), then on
     every solve (the fit must not say converged)."""
     q, qd, qdd, mom, mag = _sines(200)
-    start = identify.perturbed(_ARM3, 0.3, 0)
-    lm, calls = identify._lm_jit, []
+    start = perturbed(_ARM3, 0.3, 0)
+    lm, calls = _fit._lm_jit, []
 
     def thrown(every):
         def f(z, data, cfg, *a):
@@ -1092,11 +1094,11 @@ def test_a_parameter_stuck_at_its_floor_restarts_or_is_not_converged(monkeypatch
             return (out[0].at[3].set(-460.0), *out[1:]) if every or len(calls) == 1 else out
         return f
 
-    monkeypatch.setattr(identify, "_lm_jit", thrown(every=False))
+    monkeypatch.setattr(_fit, "_lm_jit", thrown(every=False))
     res = identify.fit(start, q, qd, qdd, moments=mom, reactions=mag)
     assert res.converged, res.status
     np.testing.assert_allclose(res.physical[0, 3], 0.016, rtol=1e-10)
-    monkeypatch.setattr(identify, "_lm_jit", thrown(every=True))
+    monkeypatch.setattr(_fit, "_lm_jit", thrown(every=True))
     res = identify.fit(start, q, qd, qdd, moments=mom, reactions=mag)
     assert not res.converged
     assert "stuck at the floor" in res.status and "inertia[segment0]" in res.status
@@ -1112,7 +1114,7 @@ def test_float32_rank_decisions_use_float32_tolerances():
     k = slice(0, None, 10)
     with jax.enable_x64(False):
         model = t["model"].astype(np.float32)  # (built with x64 on: float64 leaves)
-        start = identify.perturbed(model, 0.3).astype(np.float32)
+        start = perturbed(model, 0.3).astype(np.float32)
         bp = identify.identifiability(model, t["q"][k], t["qd"][k], t["qdd"][k])
         assert bp.rank == 9, bp.report()
         res = identify.fit(start, t["q"][k], t["qd"][k], t["qdd"][k], moments=t["moments"][k],
@@ -1140,7 +1142,7 @@ def test_float32_noiseless_fits_run_to_rounding():
     tp = np.asarray(identify.to_physical(true))
     size = np.where(np.isin(np.arange(4), [1, 2]), np.asarray(true.length)[:, None], tp)
     with jax.enable_x64(False):
-        start = identify.perturbed(true, 0.3, seed=1).astype(np.float32)
+        start = perturbed(true, 0.3, seed=1).astype(np.float32)
         for loss in ("l2", "huber"):
             res = identify.fit(start, q, qd, qdd, moments=mom, reactions=rea, loss=loss)
             assert res.converged, (loss, res.status)
@@ -1223,6 +1225,31 @@ def test_running_data_recovered_by_the_command_line(tmp_path, capsys):
     args = parser.parse_args(["identify", "--seed", "-1", "--out", ""])
     assert args.func(args) == 2
     assert "jaxmb identify: error: --seed must be >= 0, got -1" in capsys.readouterr().err
+
+
+def test_old_solver_keywords_and_moved_demo_names_still_work_with_a_warning():
+    # fit's max_iter=, ftol=, xtol=, gtol=, rtol= became solver=Solver(...), and the demo
+    # code moved to the command's module: both work for one release, with a
+    # DeprecationWarning naming the new spelling
+    model = _chain(2, seed=12)
+    q, qd, qdd = _states(model, (60,), seed=12)
+    mom = np.asarray(jaxmb.joint_moments(model, q, qd, qdd))
+    rea = np.asarray(jaxmb.joint_reactions(model, q, qd, qdd))
+    start = perturbed(model, 0.5, seed=3)
+    with pytest.warns(DeprecationWarning, match=r"solver=jaxmb.identify.Solver\(max_iter=...\)"):
+        old = identify.fit(start, q, qd, qdd, moments=mom, reactions=rea, max_iter=1)
+    new = identify.fit(start, q, qd, qdd, moments=mom, reactions=rea, solver=identify.Solver(max_iter=1))
+    np.testing.assert_array_equal(old.physical, new.physical)
+    with pytest.raises(TypeError, match="unexpected keyword argument 'max_iters'"):
+        identify.fit(start, q, qd, qdd, moments=mom, max_iters=1)
+    with pytest.raises(ValueError, match="max_iter must be an int >= 1"):
+        identify.fit(start, q, qd, qdd, moments=mom, solver=identify.Solver(max_iter=0))
+    for name in ("perturbed", "recover_running", "recovery_figure", "bands_figure"):
+        with pytest.warns(DeprecationWarning, match=f"jaxmb._cmd_identify_running.{name}"):
+            assert callable(getattr(identify, name))
+        assert name not in identify.__all__
+    with pytest.raises(AttributeError):
+        identify.no_such_name
 
 
 # ---------------------------------------------------------------------- fixtures

@@ -29,7 +29,8 @@ from jaxmb import identify
 
 trial = identify.running_trial()
 true = trial["model"]
-start = identify.perturbed(true, 0.3)        # every parameter 30 % off
+off = identify.to_physical(true) * [1.3, 0.7, 1.0, 1.3]   # masses, com, inertias 30 % off
+start = identify.from_physical(true, off)
 every = slice(None, None, 5)                 # 1,201 of the 6,001 frames
 fit = identify.fit(start, trial["q"][every], trial["qd"][every], trial["qdd"][every],
                    moments=trial["moments"][every], moment_weights=trial["moment_weights"][every],
@@ -73,8 +74,15 @@ stance = trial["moment_weights"] > 0
 width = (bands.quantiles[-1] - bands.quantiles[0])[stance]
 for j, joint in enumerate(("hip", "knee", "ankle")):
     print(f"{joint:6s} 95 % band in stance: median width {np.median(width[:, j]):.2f} N m")
-mom = np.where(stance[:, None], trial["moments"], np.nan)
-fig = identify.bands_figure(trial["data"].time, bands, mom)
+time = trial["data"].time
+fig, axs = plt.subplots(3, 1, figsize=(8, 7), sharex=True)
+for j, (ax, joint) in enumerate(zip(axs, ("hip", "knee", "ankle"))):
+    ax.fill_between(time, bands.quantiles[0][:, j], bands.quantiles[-1][:, j], alpha=0.3, lw=0, label="95 % band")
+    ax.plot(time, bands.nominal[:, j], lw=1, label="true parameters")
+    ax.plot(time, np.where(stance, trial["moments"][:, j], np.nan), "r--", lw=0.8, label="true moment")
+    ax.set_ylabel(f"{joint} moment (N m)")
+axs[0].legend(frameon=False, fontsize=8)
+axs[-1].set_xlabel("time (s)")
 plt.show()
 
 # %% [markdown]
