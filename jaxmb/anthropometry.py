@@ -650,3 +650,6 @@ def seven_segment_parts(table: str = "dempster", height: float = 1.0, body_mass:
     """
     lengths, parts = _seven_segment(height, body_mass, _check_table(table))
     return SEVEN_SEGMENT_PARENT, lengths, parts
+
+
+__all__ += ["table_rows", "row_key", "seven_segment_parts"]

@@ -136,7 +136,7 @@ def fit(model: Model, q, qd, qdd, *, moments=None, reactions=None, loads=None, f
         helps) or not ("not identifiable": a random movement shows it too, so only
         fixing the parameters, a prior or, where they help, reaction forces can).
 
-    Example:
+    Examples:
       >>> t = identify.running_trial()
       >>> every = slice(None, None, 10)
       >>> res = identify.fit(t["model"], t["q"][every], t["qd"][every], t["qdd"][every],
