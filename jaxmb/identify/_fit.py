@@ -380,7 +380,8 @@ def _other_motion(problem: _Problem):
     p, n = problem, problem.model.segments
     (q, qd, qdd), lead = p.motion
     outputs = {k.name: k.outputs for k in p.kinds}
-    quantity = {"moments": "joint_moments", "reactions": "joint_reactions"}
+    # the quantity of each kind given, and of the kinds it may suggest adding
+    quantity = {"moments": "joint_moments", "reactions": "joint_reactions"} | {k.name: k.quantity for k in p.kinds}
     dpi_dz = _dpi_dz(p.phys0, p.floor)[:, list(p.free_idx)]
 
     def jacobian(names, actual=False):
