@@ -675,7 +675,7 @@ def test_the_old_solver_keywords_still_work_with_a_deprecation_warning():
         adam = optimize(UNO, q0, q1, 0.5, target="joint", cost="torque", method="adam", maxiter=2, **KW)
     new = optimize(UNO, q0, q1, 0.5, target="joint", cost="torque", solver=Adam(max_iter=2), **KW)
     np.testing.assert_array_equal(adam.coef, new.coef)
-    with pytest.raises(ValueError, match="method must be 'lbfgs' or 'adam'"), pytest.warns(DeprecationWarning):
+    with pytest.raises(ValueError, match="method must be 'lbfgs' or 'adam'"):
         optimize(UNO, q0, q1, 0.5, target="joint", method="bfgs", **KW)
     with pytest.raises(ValueError, match="not both"):
         optimize(UNO, q0, q1, 0.5, target="joint", solver=LBFGS(), maxiter=3, **KW)

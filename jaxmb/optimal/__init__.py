@@ -65,8 +65,9 @@ rest, or by the trapezoidal rule on ``nodes`` equally spaced times with
 or a callable ``cost(movement) -> scalar`` of a :class:`Movement` (q, qd, qdd, qddd,
 tau, tau_dot, the hand's position and derivatives, and ``movement.integral``).
 
-Solver: Optax L-BFGS with its zoom line search (strong Wolfe conditions) or Adam,
-inside ``jax.lax.while_loop``, on the cost divided by its initial value (so that the
+Solver: Optax L-BFGS with its zoom line search (strong Wolfe conditions),
+``solver=LBFGS(...)`` (the default), or Adam, ``solver=Adam(...)``, inside
+``jax.lax.while_loop``, on the cost divided by its initial value (so that the
 tolerances are relative). Only the built-in terms of nonzero weight are evaluated.
 With built-in costs both iterate on preconditioned coefficients b = a S, S^2 = G the
 joint-space metric of the cost's leading term (each built-in cost is
@@ -78,7 +79,7 @@ does not see, such as the self-motions of a redundant arm under the hand jerk), 
 that the problem they see is conditioned near 1 whatever the arm's inertias. It stops
 when the largest gradient entry is below ``gtol`` (status 0), when an accepted
 iteration lowers the cost by less than ``ftol`` relative (status 1, L-BFGS only),
-after ``maxiter`` iterations (status 2)
+after ``max_iter`` iterations (status 2)
 or at a non-finite cost or gradient (status 3: the result is the last finite iterate
 and ``converged`` is False, never a silent NaN; a cost that is not finite at the
 initial guess raises ValueError instead). A decrease below ``ftol`` counts as

@@ -13,13 +13,14 @@ import numpy as np
 from .._checks import _float_dtype, check_finite
 from ..dynamics import inverse_dynamics, joint_moments
 from ..model import Model, Segment
-from ._basis import _basis_np, _check_ends, _check_int
+from ._basis import _basis_np, _check_ends
+from ._options import _check_int
 from ._hand import _hand_derivatives, _hand_point
 from ._plans import _check_duration
 
 
 class Movement(NamedTuple):
-    """A trajectory sampled at the nodes: what a cost function sees.
+    """A movement sampled at the nodes: what a cost function sees.
 
     Attributes:
       t: (nodes,) times, s (Gauss-Legendre points in the optimisation by default;
@@ -142,7 +143,7 @@ def _movement(model: Model, q_start, q_end, duration, coef, cfg: _Config, quadra
 
 def movement(model: Model, q_start, q_end, duration, coef, *, nodes: int = 100, segment: Segment = -1,
              point=None, quadrature: str = "trapezoid", end_conditions: int = 3) -> Movement:  # fmt: skip
-    """Evaluate the parametrised trajectory of one movement (see :mod:`jaxmb.optimal`).
+    """Evaluate one parametrised movement at its nodes (see :mod:`jaxmb.optimal`).
 
     Args:
       model: the model.
@@ -151,7 +152,7 @@ def movement(model: Model, q_start, q_end, duration, coef, *, nodes: int = 100, 
       coef: (K, dof) correction coefficients (e.g. ``OptimalMovement.coef``; zeros
         give the joint-space minimum-jerk movement).
       nodes: number of times.
-      segment, point: the hand, as in :func:`jaxmb.trajectory.hand_position`.
+      segment, point: the hand, as in :func:`jaxmb.optimal.hand_position`.
       quadrature: "trapezoid" (default: equally spaced times, ends included) or
         "gauss" (Gauss-Legendre points, as the optimisation uses them).
       end_conditions: the basis the coefficients belong to: 3 (default: zero end

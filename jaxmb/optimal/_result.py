@@ -16,14 +16,14 @@ class OptimalMovement(NamedTuple):
       t: (..., nodes) times, s: the equally spaced times of each problem, with the
         leading shape of ``duration`` ((nodes,) for a scalar duration, shared by the
         batch; broadcasts against the other fields' batch shape).
-      q, qd, qdd: (..., nodes, dof) the optimal trajectory (rad, rad/s, rad/s^2).
+      q, qd, qdd: (..., nodes, dof) the optimal movement (rad, rad/s, rad/s^2).
       tau: (..., nodes, segments) joint torques along it (:attr:`Movement.tau`: the
         generalized forces, (..., nodes, dof), for joint angles with a fixed base,
         and the input of :func:`jaxmb.simulate` only then), N m.
       hand: (..., nodes, 2) the hand path, m.
       hand_vel: (..., nodes, 2) the hand velocity, m/s.
       cost: (...) the final cost, in the units of the cost (see :mod:`jaxmb.optimal`).
-      history: (..., maxiter + 1) the cost at the start and after every iteration;
+      history: (..., max_iter + 1) the cost at the start and after every iteration;
         entries after ``iterations`` repeat the final cost.
       iterations: (...) iterations run.
       converged: (...) bool, True for status 0 or 1.

@@ -21,7 +21,7 @@ from ._result import OptimalMovement
 STATUS = (
     "converged: gradient below gtol",
     "converged: relative decrease below ftol",
-    "not converged: maxiter reached",
+    "not converged: max_iter reached",
     "not converged: non-finite cost or gradient (result is the last finite iterate)",
     "not converged: the line search stalled (steps below 1e-4 of the quasi-Newton step: "
     "the cost is not finite or not smooth beyond the result)",
@@ -86,21 +86,16 @@ def _metric(model: Model, q_start, q_end, duration, weights, cfg: _Config, terms
 
 #: eigenvalues of the metric G are floored at this fraction of the largest. G is rank
 #: deficient for the hand jerk of an arm of more than two links (J^T J has rank 2, the
-#: self-motions leave the hand's leading-order jerk unchanged); with the floor at 1e-8
-#: S^-1 stretched those directions 1e4 times and L-BFGS did not converge on a 3-link
-#: arm (tests/test_optimal.py: test_redundant_arm_converges_with_the_default_
-#: preconditioning). 3e-3 came out best in a scan of floors while developing (not
-#: recorded): lower ones converged slowly or not at all on the 3-link arm, higher ones
-#: slowed the two-link problems, whose metrics it leaves alone (their smallest
-#: eigenvalue is about 1e-2 of the largest or more).
+#: self-motions leave the hand's leading-order jerk unchanged): a floor far below it
+#: stretches those directions and L-BFGS does not converge on a 3-link arm, one far
+#: above it slows the two-link problems, whose metrics it leaves alone (their smallest
+#: eigenvalue is about 1e-2 of the largest or more; see docs/verification.md).
 _FLOOR = 3e-3
 
 #: Below this step of the line search (a fraction of the quasi-Newton step), a decrease
 #: below ftol is a stall, not convergence (status 4). Near a minimum the accepted step
-#: is of order 1 (every ftol stop of tests/test_optimal.py, float32 included, still
-#: converges); against a cost that is not finite beyond the optimum it shrinks by
-#: many orders of magnitude (test_a_stall_at_the_edge_of_the_cost_domain_is_not_
-#: convergence).
+#: is of order 1; against a cost that is not finite beyond the optimum it shrinks by
+#: many orders of magnitude.
 _STALL = 1e-4
 
 
@@ -128,8 +123,7 @@ def _solve_one(model: Model, q_start, q_end, duration, coef0, weights, cfg: _Con
     scale = jnp.where(jnp.isfinite(c0) & (jnp.abs(c0) > tiny), jnp.abs(c0), 1.0)
     # L-BFGS and Adam iterate on b = a S (a = b S^-1), where S^2 approximates the Hessian
     # of the normalised cost per basis function (see _metric): the same minimiser, a
-    # problem conditioned near 1 (tests/test_optimal.py: under 0.6 times the iterations
-    # for L-BFGS), on which Adam's step size is in units of the problem's own scale
+    # problem conditioned near 1 (fewer L-BFGS iterations), on which Adam's step size is in units of the problem's own scale
     if cfg.precondition and terms is not None:
         S, S_inv = _preconditioner(_metric(model, q_start, q_end, duration, weights, cfg, terms) / scale, dtype)
     else:
@@ -215,8 +209,7 @@ def _solve_batch(model, q_start, q_end, duration, coef0, weights, cfg: _Config, 
     its own iterations and line searches. "vmap": all problems in lock step; a
     batched ``while_loop`` runs until its slowest member is done and ``lax.cond``
     becomes ``select`` (both branches of the line search evaluated), which on a CPU
-    costs more than the vectorisation gains (2.5x to 8x slower per problem measured
-    on 2 cores for 10 to 200 problems at once); on an accelerator the width pays.
+    costs more than the vectorisation gains; on an accelerator the width pays.
     """
     if batching == "vmap":
         one = lambda m, a, b, d, c: _solve_one(m, a, b, d, c, weights, cfg)  # noqa: E731
