@@ -112,6 +112,8 @@ def run(quick: bool = False, log=print) -> dict:
 
     import jaxmb
     from jaxmb import optimal
+    from jaxmb.optimal._movement import _NAMES, _Config
+    from jaxmb.optimal._solve import _solve_single
 
     common.enable_x64()
     model = jaxmb.two_link_arm(gravity=0.0)
@@ -136,16 +138,16 @@ def run(quick: bool = False, log=print) -> dict:
     log(f"NumPy objective vs jaxmb's at random coefficients: relative difference {rel:.1e}")
 
     # ---- one reach: compilation, then the compiled solver
-    # as optimize(cost="torque_change") configures it (maxiter 1000 since the recorded run's
+    # as optimize(cost="torque_change") configures it (max_iter 1000 since the recorded run's
     # 300: these reaches converge in tens of iterations; the learning rate is Adam's only)
-    cfg = optimal._Config(None, NODES, BASIS, "lbfgs", 1000, 1e-7, 1e-13, 20, 0.1, 30, 1, None, "gauss",
+    cfg = _Config(None, NODES, BASIS, "lbfgs", 1000, 1e-7, 1e-13, 20, 0.1, 30, 1, None, "gauss",
                           ("torque_change",), True, 3)
     w = jnp.asarray([0.0, 0.0, 0.0, 1.0])  # the built-in costs, in sorted order: torque_change only
-    assert optimal._NAMES[3] == "torque_change"
+    assert _NAMES[3] == "torque_change"
     args = (model.astype(jnp.float64), jnp.asarray(q_start), jnp.asarray(q_end), jnp.asarray(DURATION),
             jnp.zeros((BASIS, 2)), w)
     t0 = time.perf_counter()
-    lowered = optimal._solve_single.lower(*args, cfg=cfg)
+    lowered = _solve_single.lower(*args, cfg=cfg)
     t_trace = time.perf_counter() - t0
     t0 = time.perf_counter()
     compiled = lowered.compile()
@@ -183,7 +185,8 @@ def run(quick: bool = False, log=print) -> dict:
         f"{np.median(rb.iterations):.0f}, max {int(np.max(rb.iterations))}")
 
     # ---- the same at SciPy's accuracy (its default tolerances stop within ~1e-5 of the optimum)
-    loose = dict(target="joint", cost="torque_change", nodes=NODES, basis=BASIS, gtol=1e-5, ftol=1e-9)
+    loose = dict(target="joint", cost="torque_change", nodes=NODES, basis=BASIS,
+                 solver=jaxmb.optimal.LBFGS(gtol=1e-5, ftol=1e-9))
     jax.block_until_ready(jaxmb.optimize(model, q_start, q_ends, DURATION, **loose))
     t0 = time.perf_counter()
     rl = jaxmb.optimize(model, q_start, q_ends, DURATION, **loose)

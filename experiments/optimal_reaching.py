@@ -45,7 +45,7 @@ import jax
 import numpy as np
 
 import jaxmb
-from jaxmb.optimal import COSTS, movement, optimize
+from jaxmb.optimal import COSTS, LBFGS, movement, optimize
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 DOCS = os.path.join(HERE, os.pardir, "docs")
@@ -128,7 +128,7 @@ def basis_convergence(model):
                            np.array([e for _, e in MOVEMENTS.values()])),
             "notes": (notes, np.array(NOTES_REACH[:1]), np.array(NOTES_REACH[1:]))}
     solve = lambda m, a, b, c, K, **kw: optimize(m, a, b, DURATION, target="hand", cost=c, basis=K,  # noqa: E731
-                                                 nodes=max(NODES, 2 * (K + 3)), maxiter=3000, **kw)
+                                                 nodes=max(NODES, 2 * (K + 3)), solver=LBFGS(max_iter=3000), **kw)
     table = []
     for arm_name, (m, starts, ends) in sets.items():
         amp = np.linalg.norm(ends - starts, axis=-1)

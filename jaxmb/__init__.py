@@ -61,8 +61,7 @@ from . import maximal
 from . import identify
 from . import optimal
 from . import datasets, gait, io, plot, signal  # NumPy-only at import: no plotting backend, no JAX compile
-from .optimal import Movement, OptimalMovement, optimize
-from .trajectory import IKResult, hand_position, inverse_kinematics, workspace
+from .optimal import IKResult, Movement, OptimalMovement, hand_position, inverse_kinematics, optimize, workspace
 
 __version__ = "0.1.0"
 

@@ -61,7 +61,7 @@ def reaching_torques(duration: float = 0.5, *, gravity: float = 9.81, samples: i
     import numpy as np
 
     from . import anthropometry, torque_components
-    from .trajectory import minimum_jerk, time_derivatives, two_link_ik
+    from .optimal import minimum_jerk, time_derivatives, two_link_ik
 
     model = anthropometry.two_link_arm(height=height, body_mass=body_mass, gravity=gravity)
     L1, L2 = (float(x) for x in model.length)

@@ -1,6 +1,6 @@
 """Optimal reaching (jaxmb.optimal): references independent of the optimiser.
 
-- Minimum hand jerk: Flash & Hogan's closed form, :func:`jaxmb.trajectory.minimum_jerk`
+- Minimum hand jerk: Flash & Hogan's closed form, :func:`jaxmb.optimal.minimum_jerk`
   (5th-order polynomial, straight path) -- the optimiser only sees the hand jerk of a
   joint-space parametrisation, so it must rediscover the line and its timing.
 - Minimum joint jerk and, for one link without gravity (tau = I qdd, so
@@ -25,8 +25,9 @@ import numpy as np
 import pytest
 
 import jaxmb
-from jaxmb.optimal import COSTS, STATUS, movement, optimize
-from jaxmb.trajectory import minimum_jerk
+from jaxmb.optimal import COSTS, LBFGS, STATUS, Adam, minimum_jerk, movement, optimize
+from jaxmb.optimal._movement import _NAMES, _Config, _movement
+from jaxmb.optimal._solve import _metric, _preconditioner
 
 NODES, BASIS = 32, 10
 KW = dict(nodes=NODES, basis=BASIS)
@@ -272,7 +273,7 @@ def test_non_finite_cost_is_reported_not_returned():
     def cost(m):
         return m.integral(m.qddd**2) + jnp.log(1e-9 - jnp.max(jnp.abs(m.q - q0)))
 
-    r = optimize(PENDULUM, [0.0], [1.0], 0.5, cost=cost, init=init, method="adam", **KW)
+    r = optimize(PENDULUM, [0.0], [1.0], 0.5, cost=cost, init=init, solver=Adam(), **KW)
     assert not bool(r.converged) and int(r.status) == 3 and int(r.iterations) == 1
     assert np.all(np.isfinite(r.q)) and np.all(np.isfinite(r.tau)) and np.isfinite(float(r.cost))
     np.testing.assert_array_equal(r.coef, init)  # the last finite iterate
@@ -332,7 +333,7 @@ def test_preconditioning_changes_the_iterations_not_the_optimum(cost):
     # as on the plain coefficients, in fewer iterations (a weighted sum with --slow)
     starts = np.array([[0.3, 1.6], [-0.2, 1.9], [0.5, 1.2]])
     ends = np.array([[1.0, 1.1], [0.6, 1.3], [0.9, 0.7]])
-    plain = optimize(UNO, starts, ends, 0.5, target="joint", cost=cost, precondition=False, **KW)
+    plain = optimize(UNO, starts, ends, 0.5, target="joint", cost=cost, solver=LBFGS(precondition=False), **KW)
     pre = optimize(UNO, starts, ends, 0.5, target="joint", cost=cost, **KW)
     assert np.all(plain.converged) and np.all(pre.converged)
     np.testing.assert_allclose(pre.cost, plain.cost, rtol=1e-9)
@@ -363,22 +364,20 @@ def test_adam_converges_with_its_defaults(lateral):
     # from the optimum (4075 against 3329 on the notes' arm); it now iterates on the
     # preconditioned coefficients, where the step is relative to the problem's scale
     x0, x1, T = LATERAL
-    r = optimize(UNO, x0, x1, T, target="hand", cost="torque_change", method="adam", **KW)
+    r = optimize(UNO, x0, x1, T, target="hand", cost="torque_change", solver=Adam(), **KW)
     assert bool(r.converged), (STATUS[int(r.status)], int(r.iterations))
     np.testing.assert_allclose(float(r.cost), float(lateral["torque_change"].cost), rtol=1e-8)
 
 
 def test_the_metric_conditions_the_torque_change_hessian():
     # the Hessian of the normalised torque-change cost at the minimum-jerk path against
-    # I_K (x) G, G = S^2 from the mass matrix along it (see jaxmb.optimal._metric)
-    from jaxmb import optimal
-
-    cfg = optimal._Config(None, NODES, BASIS, "lbfgs", 1, 0.0, 0.0, 1, 0.0, 1, 1, None, "gauss", ("torque_change",))
-    w = jnp.asarray([float(k == "torque_change") for k in optimal._NAMES])
+    # I_K (x) G, G = S^2 from the mass matrix along it (see jaxmb.optimal._solve._metric)
+    cfg = _Config(None, NODES, BASIS, "lbfgs", 1, 0.0, 0.0, 1, 0.0, 1, 1, None, "gauss", ("torque_change",))
+    w = jnp.asarray([float(k == "torque_change") for k in _NAMES])
     qs, qe, T = jnp.asarray([0.3, 1.6]), jnp.asarray([1.0, 1.1]), jnp.asarray(0.5)
-    f = lambda a: COSTS["torque_change"](optimal._movement(UNO, qs, qe, T, a, cfg))  # noqa: E731
+    f = lambda a: COSTS["torque_change"](_movement(UNO, qs, qe, T, a, cfg))  # noqa: E731
     H = np.asarray(jax.jit(jax.hessian(f))(jnp.zeros((BASIS, 2)))).reshape(2 * BASIS, 2 * BASIS)
-    _, S_inv = optimal._preconditioner(optimal._metric(UNO, qs, qe, T, w, cfg, ("torque_change",)), jnp.float64)
+    _, S_inv = _preconditioner(_metric(UNO, qs, qe, T, w, cfg, ("torque_change",)), jnp.float64)
     P = np.kron(np.eye(BASIS), np.asarray(S_inv))  # a = b S^-1, row by row
     cond = lambda A: np.linalg.cond(A)  # noqa: E731
     assert cond(H) > 50 and cond(P.T @ H @ P) < 3
@@ -428,10 +427,9 @@ def test_out_of_reach_hand_targets():
     (dict(nodes=10.0), "nodes must be an int"),
     (dict(basis=0), "basis must be >= 1"),
     (dict(target="joints"), "target must be 'joint'"),
-    (dict(method="bfgs"), "method must be 'lbfgs' or 'adam'"),
+    (dict(solver="bfgs"), "solver must be jaxmb.optimal.LBFGS"),
     (dict(start=[np.nan, 0.0]), "start is not finite"),
     (dict(init=np.zeros((3, 2))), "init must have shape"),
-    (dict(precondition="yes"), "precondition must be True or False"),
     (dict(cost={"torque": 0.0}), "every weight of cost .* is 0"),  # before: start path returned, "converged"
     (dict(cost={"torque": np.array([1.0])}), "weight of cost 'torque' must be a finite real number"),
     (dict(cost={"torque": jnp.asarray(-1.0)}), "weight of cost 'torque' must be a finite real number"),
@@ -510,13 +508,13 @@ def test_float32_hand_targets_are_reached_without_a_warning():
     with jax.enable_x64(False), warnings.catch_warnings():
         warnings.simplefilter("error")
         r = optimize(arm.astype(np.float32), [-0.25, 0.40], [0.25, 0.40], 0.5, target="hand", cost="joint_jerk",
-                     out_of_reach="raise", maxiter=3, **KW)  # fmt: skip
+                     out_of_reach="raise", solver=LBFGS(max_iter=3), **KW)  # fmt: skip
         assert r.q.dtype == np.float32
     np.testing.assert_allclose(np.asarray(r.hand)[[0, -1]], [[-0.25, 0.40], [0.25, 0.40]], atol=1e-5)
     # an unreachable target is still one in float32
     with jax.enable_x64(False), pytest.raises(ValueError, match="out of reach"):
         optimize(arm.astype(np.float32), [-0.25, 0.40], [0.25, 0.75], 0.5, target="hand", cost="joint_jerk",
-                 out_of_reach="raise", maxiter=3, **KW)  # fmt: skip
+                 out_of_reach="raise", solver=LBFGS(max_iter=3), **KW)  # fmt: skip
 
 
 def test_float32_with_x64_on_stays_float32_without_a_warning():
@@ -645,3 +643,41 @@ def test_cli_curvature_of_a_vanishing_chord_is_nan(capsys):
     with pytest.raises(SystemExit):
         main(["optimal", "--help"])
     assert "minimum torque change paths (whatever --cost says)" in " ".join(capsys.readouterr().out.split())
+
+
+# ------------------------------------------------- solver option values (issue 40)
+
+
+@pytest.mark.parametrize("make, match", [
+    (lambda: LBFGS(max_iter=0), "max_iter must be >= 1"),
+    (lambda: LBFGS(max_iter=2.0), "max_iter must be an int"),
+    (lambda: LBFGS(gtol=-1.0), "gtol must be a finite number >= 0"),
+    (lambda: LBFGS(ftol=float("nan")), "ftol must be a finite number >= 0"),
+    (lambda: LBFGS(memory=0), "memory must be >= 1"),
+    (lambda: LBFGS(precondition="yes"), "precondition must be True or False"),
+    (lambda: Adam(learning_rate=float("inf")), "learning_rate must be a finite number >= 0"),
+])  # fmt: skip
+def test_solver_options_check_their_settings(make, match):
+    with pytest.raises(ValueError, match=match):
+        make()
+
+
+def test_the_old_solver_keywords_still_work_with_a_deprecation_warning():
+    # method, maxiter, gtol, ... became solver=LBFGS(...)/Adam(...): the old spelling
+    # gives the same result for one release, and names the new one
+    q0, q1 = [0.3, 1.6], [1.0, 1.1]
+    new = optimize(UNO, q0, q1, 0.5, target="joint", cost="torque", solver=LBFGS(max_iter=3, precondition=False),
+                   **KW)  # fmt: skip
+    with pytest.warns(DeprecationWarning, match=r"solver=LBFGS\(max_iter=\.\.\., precondition=\.\.\.\)"):
+        old = optimize(UNO, q0, q1, 0.5, target="joint", cost="torque", maxiter=3, precondition=False, **KW)
+    np.testing.assert_array_equal(old.coef, new.coef)
+    with pytest.warns(DeprecationWarning, match=r"solver=Adam\("):
+        adam = optimize(UNO, q0, q1, 0.5, target="joint", cost="torque", method="adam", maxiter=2, **KW)
+    new = optimize(UNO, q0, q1, 0.5, target="joint", cost="torque", solver=Adam(max_iter=2), **KW)
+    np.testing.assert_array_equal(adam.coef, new.coef)
+    with pytest.raises(ValueError, match="method must be 'lbfgs' or 'adam'"):
+        optimize(UNO, q0, q1, 0.5, target="joint", method="bfgs", **KW)
+    with pytest.raises(ValueError, match="not both"):
+        optimize(UNO, q0, q1, 0.5, target="joint", solver=LBFGS(), maxiter=3, **KW)
+    with pytest.raises(TypeError, match="unexpected keyword argument 'max_iters'"):
+        optimize(UNO, q0, q1, 0.5, target="joint", max_iters=3, **KW)

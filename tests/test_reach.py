@@ -17,7 +17,7 @@ import pytest
 
 import jaxmb
 from jaxmb.cli import main, reaching_torques
-from jaxmb.trajectory import minimum_jerk, time_derivatives, two_link_ik
+from jaxmb.optimal import minimum_jerk, time_derivatives, two_link_ik
 
 
 def test_minimum_jerk_profile():

@@ -15,7 +15,8 @@ import numpy as np
 import pytest
 
 import jaxmb
-from jaxmb.trajectory import _hand_derivatives, hand_position, inverse_kinematics, two_link_ik, workspace
+from jaxmb.optimal import hand_position, inverse_kinematics, two_link_ik, workspace
+from jaxmb.optimal._hand import _hand_derivatives
 
 ARM = jaxmb.two_link_arm()
 L1, L2 = (float(v) for v in ARM.length)
@@ -197,3 +198,16 @@ def test_a_straight_or_folded_start_is_bent(model):
     reach = float(np.sum(np.asarray(model.length)))
     q = inverse_kinematics(model, np.array([reach, 0.0]), np.zeros(model.dof))
     np.testing.assert_allclose(q, 0.0, atol=1e-12)
+
+
+def test_the_trajectory_module_is_a_deprecated_alias_of_optimal():
+    # issue 40: jaxmb.trajectory's names moved to jaxmb.optimal ("trajectory" names
+    # what jaxmb.simulate integrates); the old module keeps them for one release
+    import jaxmb.optimal
+    import jaxmb.trajectory
+
+    for name in jaxmb.trajectory.__all__:
+        with pytest.warns(DeprecationWarning, match=f"use jaxmb.optimal.{name}"):
+            assert getattr(jaxmb.trajectory, name) is getattr(jaxmb.optimal, name)
+    with pytest.raises(AttributeError):
+        jaxmb.trajectory._hand_derivatives  # noqa: B018
