@@ -136,3 +136,33 @@ def test_summarize_units_and_mask():
     np.testing.assert_allclose(s.peak, [3.0, 2.0, 3.0])
     np.testing.assert_allclose(s.rms_percent, np.sqrt([5.0, 2.0, 5.0]) / np.array([1.0, 1.0, 2.0]))
     assert float(s.frames) == 2
+
+
+def _prior_around(model, scale=1.2):
+    start = model.replace(mass=model.mass * scale)
+    phys = np.asarray(jaxmb.identify.to_physical(start))
+    sd = np.abs(phys) * np.array([0.25, 0, 0, 0.5]) + np.array([0, 0.02, 0.02, 0])
+    return start, jaxmb.identify.Prior(mean=phys, sd=sd)
+
+
+def test_fit_recovers_identifiable_combinations_noiseless():
+    model = body()
+    q, qd, qdd = motion(model, T=30, trials=(2,))
+    loads, _ = plate_loads(model, q, qd, qdd)
+    start, prior = _prior_around(model)
+    fit = wholebody.fit_to_plates(start, q, qd, qdd, loads, prior=prior, sigma=1e-6)
+    truth = np.asarray(jaxmb.identify.to_parameters(model))
+    base = fit.base
+    K = np.zeros((base.rank, truth.size))
+    K[np.arange(base.rank), list(base.independent)] = 1.0
+    K[:, list(base.dependent)] = base.beta
+    assert base.rank == 31  # 40 parameters; 9 combinations invisible from the root
+    np.testing.assert_allclose(fit.combinations, K @ truth, rtol=1e-8, atol=1e-8)
+    assert fit.consistent
+    # The residuals of the fitted parameters (regressor form, about the com) vanish.
+    Y, y0 = wholebody.root_regressor(start, q, qd, qdd, loads)
+    r = wholebody.about_com(start, q, Y @ fit.parameters + y0, fit.parameters)
+    assert float(jnp.abs(r).max()) < 1e-6
+    # about_com agrees with residuals() for a consistent model.
+    r_true = wholebody.about_com(start, q, Y @ truth + y0, truth)
+    np.testing.assert_allclose(r_true, wholebody.residuals(model, q, qd, qdd, loads), atol=1e-9)

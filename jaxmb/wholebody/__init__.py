@@ -7,15 +7,26 @@ body's momentum less gravity; what is left over, the **residual** force and
 moment at the root, measures how wrong the segment parameters and the motion
 are (OpenSim reports it with every inverse dynamics). This subpackage computes
 the residuals, batched over frames and trials, and fits the segment parameters
-that make them small.
+that make them small (linear in the parameters: one exact least squares).
 
 Example:
-    >>> import jaxmb
     >>> from jaxmb import wholebody
     >>> r = wholebody.residuals(model, q, qd, qdd, loads)      # doctest: +SKIP
     >>> wholebody.summarize(r, body_mass=61.2).rms              # doctest: +SKIP
+    >>> fit = wholebody.fit_to_plates(model, q, qd, qdd, loads, prior=prior,
+    ...                               sigma=(12.0, 12.0, 4.0))  # doctest: +SKIP
 """
 
+from ._fit import PlateFit, about_com, barycentric_prior, fit_to_plates, root_regressor
 from ._residuals import ResidualSummary, residuals, summarize
 
-__all__ = ["residuals", "summarize", "ResidualSummary"]
+__all__ = [
+    "residuals",
+    "summarize",
+    "ResidualSummary",
+    "root_regressor",
+    "about_com",
+    "barycentric_prior",
+    "fit_to_plates",
+    "PlateFit",
+]
