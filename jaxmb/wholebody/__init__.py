@@ -17,7 +17,8 @@ Example:
     ...                               sigma=(12.0, 12.0, 4.0))  # doctest: +SKIP
 """
 
-from ._fit import PlateFit, about_com, barycentric_prior, fit_to_plates, root_regressor
+from ._fit import PlateFit, about_com, barycentric_prior, fit_to_plates, prior_around, root_regressor
+from ._lab import ARM_MARKERS, WholeBodyTrial, whole_body_trial
 from ._residuals import ResidualSummary, residuals, summarize
 
 __all__ = [
@@ -29,4 +30,8 @@ __all__ = [
     "barycentric_prior",
     "fit_to_plates",
     "PlateFit",
+    "prior_around",
+    "whole_body_trial",
+    "WholeBodyTrial",
+    "ARM_MARKERS",
 ]

@@ -21,7 +21,7 @@ from ..kinematics import joint_positions, segment_angles
 from ..model import Model
 from ._residuals import _check_floating, root_moment_row
 
-__all__ = ["root_regressor", "PlateFit", "fit_to_plates", "about_com", "barycentric_prior"]
+__all__ = ["root_regressor", "PlateFit", "fit_to_plates", "about_com", "barycentric_prior", "prior_around"]
 
 
 def root_regressor(model: Model, q, qd, qdd, loads=None):
@@ -71,6 +71,23 @@ def about_com(model: Model, q, res_root, pi):
     arm = jnp.asarray(q)[..., :2] - com
     F = res_root[..., :2]
     return jnp.concatenate([F, (res_root[..., 2] + arm[..., 0] * F[..., 1] - arm[..., 1] * F[..., 0])[..., None]], -1)
+
+
+def prior_around(model: Model, *, mass: float = 0.25, com: float = 0.02, inertia: float = 0.5) -> "identify.Prior":
+    """Independent Gaussian priors centred on a model's parameters (e.g. the tables').
+
+    Args:
+      model: the model whose masses, centres of mass and inertias are the means.
+      mass: sd of each mass as a fraction of it (default 25 %).
+      com: sd of the centre of mass along and across the axis, m (default 2 cm).
+      inertia: sd of each inertia as a fraction of it (default 50 %).
+
+    Returns:
+      :class:`jaxmb.identify.Prior` with (segments, 4) mean and sd.
+    """
+    mean = np.asarray(identify.to_physical(model), float)
+    sd = np.abs(mean) * np.array([mass, 0.0, 0.0, inertia]) + np.array([0.0, com, com, 0.0])
+    return identify.Prior(mean=mean, sd=sd)
 
 
 def _barycentric(phys):
@@ -168,8 +185,21 @@ def _combinations(base, pi, cov):
     return K @ pi, np.sqrt(np.maximum(np.einsum("ij,jk,ik->i", K, cov, K), 0.0))
 
 
+_QUANTITIES = ("mass", "com", "inertia")
+
+
+def _restrict(prior, free):
+    """The prior with the sd of every quantity not in ``free`` shrunk to 1e-4 of it: held."""
+    unknown = set(free) - set(_QUANTITIES)
+    if unknown:
+        raise ValueError(f"free: unknown quantities {sorted(unknown)}; choose from {_QUANTITIES}")
+    keep = np.array(["mass" in free, "com" in free, "com" in free, "inertia" in free])
+    sd = np.where(keep, np.asarray(prior.sd), np.asarray(prior.sd) * 1e-4)
+    return identify.Prior(mean=np.asarray(prior.mean), sd=sd)
+
+
 def fit_to_plates(model: Model, q, qd, qdd, loads, *, prior, sigma, weights=None, body_mass=None,
-                  mass_sd: float = 0.5, rtol: float | None = None) -> PlateFit:
+                  mass_sd: float = 0.5, free=_QUANTITIES, rtol: float | None = None) -> PlateFit:
     """Fit every segment's mass, centre of mass and inertia to zero root residuals.
 
     Minimises, over the barycentric parameters pi,
@@ -202,6 +232,8 @@ def fit_to_plates(model: Model, q, qd, qdd, loads, *, prior, sigma, weights=None
       body_mass: optional total mass, kg, tied with sd ``mass_sd`` (e.g. the
         plates' body weight / g).
       mass_sd: kg.
+      free: the quantities fitted, from ("mass", "com", "inertia"); the others
+        are held at the prior's mean (their prior sd shrunk to 1e-4 of it).
       rtol: rank threshold of :func:`jaxmb.identify.base_parameters`.
 
     Returns:
@@ -215,7 +247,7 @@ def fit_to_plates(model: Model, q, qd, qdd, loads, *, prior, sigma, weights=None
     w = jnp.ones(Y.shape[:-2], Y.dtype) if weights is None else jnp.broadcast_to(jnp.asarray(weights, Y.dtype), Y.shape[:-2])
     sigma = jnp.broadcast_to(jnp.asarray(sigma, Y.dtype), (3,))
     A, b = _stack_rows(Y, y0, w, sigma)
-    mean, L = barycentric_prior(prior)
+    mean, L = barycentric_prior(_restrict(prior, free))
     rows, rhs = [A, L], [b, L @ mean]
     if body_mass is not None:
         e = jnp.zeros(mean.shape[0]).at[0::4].set(1.0 / mass_sd)
