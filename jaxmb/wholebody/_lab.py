@@ -81,7 +81,8 @@ class WholeBodyTrial:
 def _project(markers, label, axes, frames):
     """(T, 2) sagittal (forward, up) position of one marker at the given frames."""
     if label not in markers.labels:
-        raise KeyError(label)
+        raise ValueError(f"marker {label} missing for the upper body (the file has {', '.join(markers.labels)}); "
+                         "give arms=False for one head-arms-trunk root")
     p = np.asarray(markers.xyz)[frames, markers.labels.index(label)]
     return np.stack([p @ axes[0], p @ axes[1]], -1)
 
@@ -202,7 +203,7 @@ def whole_body_trial(trial, *, cutoff: float = 6.0, body_mass: float | None = No
 
     Raises:
       ValueError: a foot never on a plate, no measured frame, markers missing
-        for a segment (naming them), no body weight from the plates and no
+        for a segment or with gaps (naming them), no body weight from the plates and no
         ``body_mass``.
 
     Example:
