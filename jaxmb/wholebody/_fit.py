@@ -199,7 +199,7 @@ def _restrict(prior, free):
 
 
 def fit_to_plates(model: Model, q, qd, qdd, loads, *, prior, sigma, weights=None, body_mass=None,
-                  mass_sd: float = 0.5, free=_QUANTITIES, rtol: float | None = None) -> PlateFit:
+                  mass_sd: float = 0.5, free=_QUANTITIES, rtol: float | None = None, regressor=None) -> PlateFit:
     """Fit every segment's mass, centre of mass and inertia to zero root residuals.
 
     Minimises, over the barycentric parameters pi,
@@ -235,6 +235,8 @@ def fit_to_plates(model: Model, q, qd, qdd, loads, *, prior, sigma, weights=None
       free: the quantities fitted, from ("mass", "com", "inertia"); the others
         are held at the prior's mean (their prior sd shrunk to 1e-4 of it).
       rtol: rank threshold of :func:`jaxmb.identify.base_parameters`.
+      regressor: optional ``(Y, y0)`` from :func:`root_regressor` for these
+        arguments, to refit (other weights, priors, noise) without recomputing it.
 
     Returns:
       :class:`PlateFit`.
@@ -243,7 +245,7 @@ def fit_to_plates(model: Model, q, qd, qdd, loads, *, prior, sigma, weights=None
       >>> fit = fit_to_plates(model, q, qd, qdd, loads, prior=p, sigma=(10., 10., 3.),
       ...                     body_mass=61.2)                # doctest: +SKIP
     """
-    Y, y0 = root_regressor(model, q, qd, qdd, loads)
+    Y, y0 = root_regressor(model, q, qd, qdd, loads) if regressor is None else map(jnp.asarray, regressor)
     w = jnp.ones(Y.shape[:-2], Y.dtype) if weights is None else jnp.broadcast_to(jnp.asarray(weights, Y.dtype), Y.shape[:-2])
     sigma = jnp.broadcast_to(jnp.asarray(sigma, Y.dtype), (3,))
     A, b = _stack_rows(Y, y0, w, sigma)
