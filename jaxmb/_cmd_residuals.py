@@ -24,7 +24,6 @@ import tempfile
 import numpy as np
 
 from . import identify
-from .signal import lowpass  # noqa: F401  (the cut-off rule is the gait pipeline's: one for markers and forces)
 from .wholebody import about_com, fit_to_plates, prior_around, root_regressor, summarize, whole_body_trial
 
 __all__ = ["add_parser", "add_command", "run"]
