@@ -191,3 +191,15 @@ def test_fit_intervals_cover_the_truth():
         K[:, list(base.dependent)] = base.beta
         hits.append(np.abs(fit.combinations - K @ truth) <= 1.959964 * fit.combinations_stderr)
     assert 0.93 <= np.mean(hits) <= 0.97
+
+
+def test_prior_around_and_bad_free():
+    model = body()
+    prior = wholebody.prior_around(model, mass=0.1, com=0.01, inertia=0.3)
+    np.testing.assert_allclose(prior.sd[:, 0], 0.1 * np.asarray(model.mass))
+    np.testing.assert_allclose(prior.sd[:, 1:3], 0.01)
+    with pytest.raises(ValueError, match="unknown quantities"):
+        wholebody.fit_to_plates(model, jnp.zeros(model.dof), jnp.zeros(model.dof), jnp.zeros(model.dof), None,
+                                prior=prior, sigma=1.0, free=("masses",))
+    s = wholebody.summarize(jnp.ones((4, 3)), body_mass=10.0)
+    assert np.isnan(float(s.rms_percent[2])) and float(s.rms_percent[0]) == pytest.approx(100 / 98.1)

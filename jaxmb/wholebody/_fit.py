@@ -245,11 +245,12 @@ def fit_to_plates(model: Model, q, qd, qdd, loads, *, prior, sigma, weights=None
       >>> fit = fit_to_plates(model, q, qd, qdd, loads, prior=p, sigma=(10., 10., 3.),
       ...                     body_mass=61.2)                # doctest: +SKIP
     """
+    prior = _restrict(prior, free)
     Y, y0 = root_regressor(model, q, qd, qdd, loads) if regressor is None else map(jnp.asarray, regressor)
     w = jnp.ones(Y.shape[:-2], Y.dtype) if weights is None else jnp.broadcast_to(jnp.asarray(weights, Y.dtype), Y.shape[:-2])
     sigma = jnp.broadcast_to(jnp.asarray(sigma, Y.dtype), (3,))
     A, b = _stack_rows(Y, y0, w, sigma)
-    mean, L = barycentric_prior(_restrict(prior, free))
+    mean, L = barycentric_prior(prior)
     rows, rhs = [A, L], [b, L @ mean]
     if body_mass is not None:
         e = jnp.zeros(mean.shape[0]).at[0::4].set(1.0 / mass_sd)
