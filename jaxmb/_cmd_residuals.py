@@ -1,0 +1,241 @@
+"""``jaxmb residuals``: whole-body residuals of lab trials, and segment parameters fitted to the plates.
+
+Builds a floating-base planar model of each C3D trial (both legs, the trunk with
+head and, where the markers exist, the arms; Dempster's parameters at the measured
+lengths; the body mass from the plates), computes the residual force and moment
+(FX, FY, MZ about the whole-body centre of mass) over the frames in which every
+foot on the floor stands on a plate, with the forces filtered at the markers'
+cut-off and raw. With ``--fit`` it fits every segment's mass (and, with
+``--fit-com``, centre of mass) to the plates over the first part of the measured
+frames of all files jointly (one subject) and reports the held-out rest. Writes
+``residuals.csv``, ``parameters.csv``, ``summary.json``, ``summary.txt`` and
+``residuals.png`` to ``--out``, each under a temporary name, then renamed.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import os
+import sys
+import tempfile
+
+import numpy as np
+
+from . import identify
+from .wholebody import about_com, fit_to_plates, prior_around, root_regressor, summarize, whole_body_trial
+
+__all__ = ["add_parser", "add_command", "run"]
+
+_UNITS = {"mass": "kg", "com_along": "m", "com_across": "m", "inertia": "kg m^2"}
+
+
+def add_parser(subparsers) -> None:
+    """Add the ``residuals`` subcommand to an argparse subparsers object."""
+    p = subparsers.add_parser("residuals", help="whole-body residuals of C3D trials; --fit: segment parameters to the plates",
+                              description=__doc__.split("\n\n")[1].replace("\n", " "))
+    p.add_argument("--c3d", nargs="+", required=True, help="C3D trial(s) of one subject (fitted jointly)")
+    p.add_argument("--out", default="jaxmb-out/residuals", help="output folder (default jaxmb-out/residuals)")
+    p.add_argument("--fit", action="store_true", help="fit the segment masses to the plates")
+    p.add_argument("--fit-com", action="store_true", help="with --fit: fit the centres of mass too")
+    p.add_argument("--train", type=float, default=0.5,
+                   help="fraction of each trial's measured frames to fit on, the first ones (default 0.5); the rest is held out")  # fmt: skip
+    p.add_argument("--cutoff", type=float, default=6.0, help="low-pass cut-off of markers and forces, Hz (default 6)")
+    p.add_argument("--body-mass", type=float, default=None, help="kg (default: the plates' body weight / g)")
+    p.add_argument("--height", type=float, default=None, help="m (default: mid-shoulder height / 0.818)")
+    p.add_argument("--no-arms", action="store_true", help="one rigid head-arms-trunk root")
+    p.add_argument("--no-figure", action="store_true", help="skip residuals.png")
+    p.set_defaults(func=run)
+
+
+add_command = add_parser  # the name cli.py's _COMMANDS loop calls
+
+
+def _fail(msg: str) -> int:
+    print(f"jaxmb residuals: error: {msg}", file=sys.stderr)
+    return 2
+
+
+def run(args) -> int:
+    """Run ``jaxmb residuals``; returns the exit status."""
+    if not 0.0 < args.train <= 1.0:
+        return _fail(f"--train must be in (0, 1], got {args.train}")
+    try:
+        trials = _load(args)
+    except (ValueError, KeyError, OSError) as err:
+        return _fail(str(err))
+    data = _stack(trials, args.train)
+    report = _table_and_fit(trials[0], data, args)
+    _write_all(args, trials, data, report)
+    print(report["text"])
+    return 0
+
+
+def _load(args):
+    """Each file's whole-body trial (the first file's body mass for all)."""
+    trials = []
+    for path in args.c3d:
+        wb = whole_body_trial(path, cutoff=args.cutoff, body_mass=args.body_mass, height=args.height,
+                              arms=False if args.no_arms else None)
+        trials.append(wb)
+        if args.body_mass is None:
+            args.body_mass = wb.body_mass
+    return trials
+
+
+def _stack(trials, train):
+    """Frames of every trial stacked, with the measured and training masks."""
+    cat = lambda f: np.concatenate([np.asarray(f(t)) for t in trials])  # noqa: E731
+    train_mask = []
+    for t in trials:
+        idx = np.where(t.measured)[0]
+        cut = idx[min(len(idx) - 1, int(np.ceil(train * len(idx)))) - 1] if train < 1 else idx[-1]
+        train_mask.append(t.measured & (np.arange(len(t.measured)) <= cut))
+    return {
+        "q": cat(lambda t: t.q), "qd": cat(lambda t: t.qd), "qdd": cat(lambda t: t.qdd),
+        "loads": {"filtered": cat(lambda t: t.loads), "raw": cat(lambda t: t.loads_raw)},
+        "measured": cat(lambda t: t.measured), "train": np.concatenate(train_mask),
+        "time": cat(lambda t: t.time), "trial": np.concatenate([np.full(len(t.time), i) for i, t in enumerate(trials)]),
+        "fy": cat(lambda t: t.force[:, :, 1].sum(1)),
+    }  # fmt: skip
+
+
+def _stats(res, mask, wb):
+    """RMS and peak over the mask, as plain lists."""
+    s = summarize(res, body_mass=wb.body_mass, height=wb.height, mask=mask)
+    return {"rms": np.asarray(s.rms).tolist(), "peak": np.asarray(s.peak).tolist(),
+            "rms_percent": np.asarray(s.rms_percent).tolist(), "frames": int(s.frames)}
+
+
+def _table_and_fit(wb, data, args):
+    """Residuals of the table model and, with --fit, of the fitted one, for filtered and raw forces."""
+    model = wb.model
+    pi0 = np.asarray(identify.to_parameters(model))
+    prior = prior_around(model)
+    held = data["measured"] & ~data["train"]
+    out = {"series": {}, "summary": {}, "fits": {}}
+    for kind, loads in data["loads"].items():
+        Y, y0 = root_regressor(model, data["q"], data["qd"], data["qdd"], loads)
+        models = {"table": pi0}
+        if args.fit:
+            free = ("mass", "com") if args.fit_com else ("mass",)
+            fit = fit_to_plates(model, data["q"], data["qd"], data["qdd"], loads, prior=prior, sigma=wb.noise,
+                                weights=data["train"], body_mass=wb.body_mass, mass_sd=0.01 * wb.body_mass, free=free)
+            models["fit"] = fit.parameters
+            out["fits"][kind] = fit
+        out["summary"][kind] = {}
+        for name, pi in models.items():
+            res = np.asarray(about_com(model, data["q"], Y @ pi + y0, pi))
+            out["series"][(kind, name)] = res
+            entry = _stats(res, data["measured"], wb)
+            entry["rms_heldout"] = _stats(res, held, wb)["rms"] if held.any() else None
+            out["summary"][kind][name] = entry
+    out["text"] = _text(wb, data, out)
+    return out
+
+
+def _text(wb, data, out):
+    """The summary for people."""
+    lines = [f"body mass {wb.body_mass:.2f} kg (plates), height {wb.height:.2f} m, {wb.model.segments} segments, "
+             f"{int(data['measured'].sum())} measured frames ({int((data['measured'] & ~data['train']).sum())} held out)",
+             "residual RMS FX / FY (N) / MZ (N m about the centre of mass):"]
+    for kind, models in out["summary"].items():
+        for name, s in models.items():
+            held = "" if s["rms_heldout"] is None else "   held out " + " / ".join(f"{v:.1f}" for v in s["rms_heldout"])
+            lines.append(f"  {kind:8s} {name:5s} " + " / ".join(f"{v:.1f}" for v in s["rms"])
+                         + f"  ({s['rms_percent'][0]:.1f} / {s['rms_percent'][1]:.1f} % BW){held}")
+    for kind, fit in out["fits"].items():
+        lines.append(f"fit ({kind}): {fit.status}; total mass {fit.total_mass:.2f} kg; {fit.base.rank} identifiable "
+                     "combinations of the barycentric parameters")
+    return "\n".join(lines)
+
+
+def _atomic(path, text: str) -> None:
+    """Write text to path under a temporary name in the same folder, then rename."""
+    fd, tmp = tempfile.mkstemp(dir=os.path.dirname(path) or ".", prefix=".tmp-", suffix=os.path.basename(path))
+    try:
+        with os.fdopen(fd, "w", newline="") as f:
+            f.write(text)
+        os.replace(tmp, path)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise
+
+
+def _csv(header, rows) -> str:
+    buf = io.StringIO()
+    w = csv.writer(buf, lineterminator="\n")
+    w.writerow(header)
+    w.writerows(rows)
+    return buf.getvalue()
+
+
+def _residuals_csv(data, report) -> str:
+    """residuals.csv: one row per frame of every trial (filtered forces)."""
+    table = report["series"][("filtered", "table")]
+    fit = report["series"].get(("filtered", "fit"))
+    header = ["trial", "time_s", "FX_N", "FY_N", "MZ_Nm"] + (["FX_fit_N", "FY_fit_N", "MZ_fit_Nm"] if fit is not None else [])
+    header += ["measured", "heldout"]
+    rows = []
+    for k in range(len(data["time"])):
+        row = [int(data["trial"][k]), f"{data['time'][k]:.4f}"] + [f"{v:.6g}" for v in table[k]]
+        row += [] if fit is None else [f"{v:.6g}" for v in fit[k]]
+        rows.append(row + [int(data["measured"][k]), int(data["measured"][k] and not data["train"][k])])
+    return _csv(header, rows)
+
+
+def _parameters_csv(wb, report) -> str:
+    """parameters.csv: table and fitted physical parameters with standard errors."""
+    table = np.asarray(identify.to_physical(wb.model))
+    fit = report["fits"].get("filtered")
+    rows = []
+    for i, seg in enumerate(wb.model.names):
+        for j, qty in enumerate(_UNITS):
+            fitted = "" if fit is None else f"{fit.physical[i, j]:.6g}"
+            se = "" if fit is None else f"{fit.stderr_physical[i, j]:.3g}"
+            rows.append([seg, qty, f"{table[i, j]:.6g}", fitted, se, _UNITS[qty]])
+    return _csv(["segment", "quantity", "table", "fitted", "stderr", "unit"], rows)
+
+
+def _figure(path, data, report) -> None:
+    """residuals.png: FX, FY, MZ over time, with the vertical ground force."""
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:  # optional dependency
+        return
+    fig, axes = plt.subplots(4, 1, figsize=(7, 8), sharex=True)
+    t = data["time"] + 1000.0 * data["trial"]  # trials side by side
+    for (kind, name), res in report["series"].items():
+        if kind != "filtered":
+            continue
+        for j, label in enumerate(("FX (N)", "FY (N)", "MZ (N m)")):
+            axes[j].plot(t, np.where(data["measured"], res[:, j], np.nan), label=name)
+            axes[j].set_ylabel(label)
+    axes[3].plot(t, data["fy"], color="k")
+    axes[3].set_ylabel("vertical GRF (N)")
+    axes[3].set_xlabel("time (s)")
+    axes[0].legend()
+    tmp = os.path.join(os.path.dirname(path), ".tmp-residuals.png")
+    fig.savefig(tmp, dpi=100)
+    plt.close(fig)
+    os.replace(tmp, path)
+
+
+def _write_all(args, trials, data, report) -> None:
+    """Every output file, each written atomically."""
+    os.makedirs(args.out, exist_ok=True)
+    wb = trials[0]
+    summary = {"body_mass_kg": wb.body_mass, "height_m": wb.height, "files": list(args.c3d),
+               "noise": {"FX_N": float(wb.noise[0]), "FY_N": float(wb.noise[1]), "M_root_Nm": float(wb.noise[2])},
+               "models": report["summary"]}
+    _atomic(os.path.join(args.out, "residuals.csv"), _residuals_csv(data, report))
+    _atomic(os.path.join(args.out, "parameters.csv"), _parameters_csv(wb, report))
+    _atomic(os.path.join(args.out, "summary.json"), json.dumps(summary, indent=2) + "\n")
+    _atomic(os.path.join(args.out, "summary.txt"), report["text"] + "\n")
+    if not args.no_figure:
+        _figure(os.path.join(args.out, "residuals.png"), data, report)

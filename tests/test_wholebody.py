@@ -1,0 +1,205 @@
+"""Whole-body residuals: known truth, independent of inverse dynamics."""
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+import jaxmb
+from jaxmb import wholebody
+
+NAMES = ("pelvis", "trunk", "thigh_r", "shank_r", "foot_r", "thigh_l", "shank_l", "foot_l", "uarm", "farm")
+PARENT = (-1, 0, 0, 2, 3, 0, 5, 6, 1, 8)
+
+
+def body(coordinates="relative", mass_scale=None):
+    """A 10-segment floating body with known, slightly off-axis parameters."""
+    length = np.array([0.20, 0.50, 0.42, 0.43, 0.20, 0.42, 0.43, 0.20, 0.30, 0.40])
+    mass = np.array([9.0, 25.0, 7.0, 3.0, 1.0, 7.1, 3.1, 1.05, 2.0, 1.6])
+    if mass_scale is not None:
+        mass = mass * mass_scale
+    along = np.array([0.4, 0.45, 0.43, 0.43, 0.3, 0.44, 0.42, 0.35, 0.44, 0.5]) * length
+    across = np.array([0.01, -0.02, 0.0, 0.005, 0.02, 0.0, -0.005, 0.015, 0.0, 0.01])
+    inertia = mass * (0.3 * length) ** 2
+    attach = [None, None, 0.0, None, None, 0.0, None, None, 0.45, None]
+    return jaxmb.tree(PARENT, length, np.stack([along, across], -1), mass, inertia, attach=attach,
+                      base="floating", coordinates=coordinates, names=NAMES)
+
+
+def motion(model, T=40, trials=()):
+    """A smooth motion (q, qd, qdd) with exact derivatives, shape trials + (T, dof)."""
+    rng = np.random.default_rng(3)
+    shape = tuple(trials) + (1, model.dof)
+    q0 = rng.normal(0, 0.4, shape) + np.r_[0.0, 0.9, np.pi / 2, np.zeros(model.dof - 3)]
+    amp = rng.uniform(0.1, 0.5, shape)
+    w = rng.uniform(2.0, 7.0, shape)
+    ph = rng.uniform(0, 2 * np.pi, shape)
+    t = np.linspace(0, 1.0, T)[:, None]
+    q = q0 + amp * np.sin(w * t + ph)
+    qd = amp * w * np.cos(w * t + ph)
+    qdd = -amp * w**2 * np.sin(w * t + ph)
+    return jnp.asarray(q), jnp.asarray(qd), jnp.asarray(qdd)
+
+
+def cross(a, b):
+    return a[..., 0] * b[..., 1] - a[..., 1] * b[..., 0]
+
+
+def plate_loads(model, q, qd, qdd, share=0.6):
+    """Two feet's forces that close the root wrench exactly (and the forces)."""
+    need = wholebody.residuals(model, q, qd, qdd)  # wrench without any load
+    c = jaxmb.whole_body_com(model, q)
+    p_r = jaxmb.point_position(model, q, "foot_r", (0.15, 0.0))
+    p_l = jaxmb.point_position(model, q, "foot_l", (0.05, 0.0))
+    f_r, f_l = share * need[..., :2], (1 - share) * need[..., :2]
+    free = need[..., 2] - cross(p_r - c, f_r) - cross(p_l - c, f_l)
+    loads = jaxmb.point_load(model, q, "foot_r", p_r, f_r, free) + jaxmb.point_load(model, q, "foot_l", p_l, f_l)
+    return loads, need
+
+
+@pytest.mark.parametrize("coordinates", ["relative", "absolute"])
+def test_true_model_residuals_are_zero(coordinates):
+    model = body(coordinates)
+    q, qd, qdd = motion(model, trials=(2,))
+    loads, need = plate_loads(model, q, qd, qdd)
+    r = wholebody.residuals(model, q, qd, qdd, loads)
+    assert r.shape == (2, 40, 3)
+    scale = float(jnp.abs(need).max())
+    # Round-off of a sum of ~10 segment wrenches of ~1e3 N.
+    assert float(jnp.abs(r).max()) < 1e-11 * scale
+
+
+def test_residual_matches_momentum_rate():
+    """F = M (a_c + g) - sum F_k and M_c = dH_c/dt - sum moments, by JAX of the pose."""
+    model = body()
+    rng = np.random.default_rng(0)
+    q0, v, a = (rng.normal(0, 0.5, model.dof) for _ in range(3))
+    q0[1] += 1.0
+    path = lambda t: q0 + v * t + 0.5 * a * t**2  # noqa: E731
+
+    def com(t):
+        return jaxmb.whole_body_com(model, path(t))
+
+    def ang_mom(t):
+        q = path(t)
+        p = jaxmb.pose(model, q)
+        pd = jaxmb.pose_velocity(model, q, jax.jacfwd(path)(t))
+        c = jaxmb.whole_body_com(model, q)
+        return jnp.sum(model.mass * cross(p[:, :2] - c, pd[:, :2]) + model.inertia * pd[:, 2])
+
+    acc_c = jax.jacfwd(jax.jacfwd(com))(0.0)
+    hdot = jax.jacfwd(ang_mom)(0.0)
+    M = model.mass.sum()
+    force = jnp.array([3.0, 500.0])
+    point = jnp.array([0.3, 0.0])
+    loads = jaxmb.point_load(model, q0, "foot_r", point, force, 7.0)
+    c = com(0.0)
+    expect_f = M * (acc_c + jnp.array([0.0, model.gravity])) - force
+    expect_m = hdot - cross(point - c, force) - 7.0
+    r = wholebody.residuals(model, jnp.asarray(q0), jnp.asarray(v), jnp.asarray(a), loads)
+    np.testing.assert_allclose(r[:2], expect_f, rtol=1e-12, atol=1e-9)
+    np.testing.assert_allclose(r[2], expect_m, rtol=1e-12, atol=1e-9)
+
+
+def test_wrong_mass_gives_newtons_law_residual():
+    model = body()
+    q, qd, qdd = motion(model)
+    loads, _ = plate_loads(model, q, qd, qdd)
+    dm = 0.7
+    wrong = model.replace(mass=model.mass.at[1].add(dm), inertia=model.inertia)
+    r = wholebody.residuals(wrong, q, qd, qdd, loads, about="root")
+    a = jaxmb.pose_acceleration(model, q, qd, qdd)[:, 1]
+    p = jaxmb.pose(model, q)[:, 1, :2]
+    f = dm * (a[:, :2] + jnp.array([0.0, model.gravity]))
+    np.testing.assert_allclose(r[:, :2], f, rtol=1e-10, atol=1e-10)
+    np.testing.assert_allclose(r[:, 2], cross(p - q[:, :2], f), rtol=1e-10, atol=1e-10)
+
+
+def test_jit_grad_and_fixed_base_refused():
+    model = body()
+    q, qd, qdd = motion(model, T=5)
+    loads, _ = plate_loads(model, q, qd, qdd)
+    f = jax.jit(lambda m: jnp.sum(wholebody.residuals(m, q, qd, qdd, loads) ** 2))
+    g = jax.grad(f)(model.replace(mass=model.mass * 1.01))
+    assert np.all(np.isfinite(g.mass)) and float(jnp.abs(g.mass).max()) > 0
+    np.testing.assert_allclose(jax.jit(wholebody.residuals)(model, q, qd, qdd, loads),
+                               wholebody.residuals(model, q, qd, qdd, loads), atol=1e-12)
+    fixed = jaxmb.chain([1.0], [0.5], [1.0], [0.1])
+    with pytest.raises(ValueError, match="floating"):
+        wholebody.residuals(fixed, jnp.zeros(1), jnp.zeros(1), jnp.zeros(1))
+
+
+def test_summarize_units_and_mask():
+    r = jnp.array([[1.0, 2.0, 3.0], [-3.0, 0.0, 1.0], [100.0, 100.0, 100.0]])
+    s = wholebody.summarize(r, body_mass=10.0, height=2.0, gravity=10.0, mask=[1, 1, 0])
+    np.testing.assert_allclose(s.rms, np.sqrt([5.0, 2.0, 5.0]))
+    np.testing.assert_allclose(s.peak, [3.0, 2.0, 3.0])
+    np.testing.assert_allclose(s.rms_percent, np.sqrt([5.0, 2.0, 5.0]) / np.array([1.0, 1.0, 2.0]))
+    assert float(s.frames) == 2
+
+
+def _prior_around(model, scale=1.2):
+    start = model.replace(mass=model.mass * scale)
+    phys = np.asarray(jaxmb.identify.to_physical(start))
+    sd = np.abs(phys) * np.array([0.25, 0, 0, 0.5]) + np.array([0, 0.02, 0.02, 0])
+    return start, jaxmb.identify.Prior(mean=phys, sd=sd)
+
+
+def test_fit_recovers_identifiable_combinations_noiseless():
+    model = body()
+    q, qd, qdd = motion(model, T=30, trials=(2,))
+    loads, _ = plate_loads(model, q, qd, qdd)
+    start, prior = _prior_around(model)
+    fit = wholebody.fit_to_plates(start, q, qd, qdd, loads, prior=prior, sigma=1e-6)
+    truth = np.asarray(jaxmb.identify.to_parameters(model))
+    base = fit.base
+    K = np.zeros((base.rank, truth.size))
+    K[np.arange(base.rank), list(base.independent)] = 1.0
+    K[:, list(base.dependent)] = base.beta
+    assert base.rank == 31  # 40 parameters; 9 combinations invisible from the root
+    np.testing.assert_allclose(fit.combinations, K @ truth, rtol=1e-8, atol=1e-8)
+    assert fit.consistent
+    # The residuals of the fitted parameters (regressor form, about the com) vanish.
+    Y, y0 = wholebody.root_regressor(start, q, qd, qdd, loads)
+    r = wholebody.about_com(start, q, Y @ fit.parameters + y0, fit.parameters)
+    assert float(jnp.abs(r).max()) < 1e-6
+    # about_com agrees with residuals() for a consistent model.
+    r_true = wholebody.about_com(start, q, Y @ truth + y0, truth)
+    np.testing.assert_allclose(r_true, wholebody.residuals(model, q, qd, qdd, loads), atol=1e-9)
+
+
+def test_fit_intervals_cover_the_truth():
+    """Truth drawn from the prior, noise on the plates' force and moment: 95 % intervals
+    of the identifiable combinations cover it in 93-97 % of 200 repetitions."""
+    model = body()
+    q, qd, qdd = motion(model, T=20)
+    loads, _ = plate_loads(model, q, qd, qdd)
+    start, prior = _prior_around(model)
+    Y, y0 = wholebody.root_regressor(start, q, qd, qdd, loads)
+    mean, L = wholebody.barycentric_prior(prior)
+    cov = np.linalg.inv(np.asarray(L).T @ np.asarray(L))
+    rng = np.random.default_rng(7)
+    sigma = np.array([20.0, 20.0, 5.0])  # N, N, N m: real plates' order
+    hits = []
+    for _ in range(200):
+        truth = rng.multivariate_normal(np.asarray(mean), cov)
+        meas = -(np.asarray(Y) @ truth) + sigma * rng.standard_normal((Y.shape[0], 3))
+        fit = wholebody.fit_to_plates(start, q, qd, qdd, loads, prior=prior, sigma=sigma, regressor=(Y, meas))
+        base = fit.base
+        K = np.zeros((base.rank, truth.size))
+        K[np.arange(base.rank), list(base.independent)] = 1.0
+        K[:, list(base.dependent)] = base.beta
+        hits.append(np.abs(fit.combinations - K @ truth) <= 1.959964 * fit.combinations_stderr)
+    assert 0.93 <= np.mean(hits) <= 0.97
+
+
+def test_prior_around_and_bad_free():
+    model = body()
+    prior = wholebody.prior_around(model, mass=0.1, com=0.01, inertia=0.3)
+    np.testing.assert_allclose(prior.sd[:, 0], 0.1 * np.asarray(model.mass))
+    np.testing.assert_allclose(prior.sd[:, 1:3], 0.01)
+    with pytest.raises(ValueError, match="unknown quantities"):
+        wholebody.fit_to_plates(model, jnp.zeros(model.dof), jnp.zeros(model.dof), jnp.zeros(model.dof), None,
+                                prior=prior, sigma=1.0, free=("masses",))
+    s = wholebody.summarize(jnp.ones((4, 3)), body_mass=10.0)
+    assert np.isnan(float(s.rms_percent[2])) and float(s.rms_percent[0]) == pytest.approx(100 / 98.1)

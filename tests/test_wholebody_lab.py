@@ -1,0 +1,88 @@
+"""Whole-body residuals of the measured walking trial (tests/data/Gait.c3d) and the command."""
+
+import argparse
+import dataclasses
+import json
+import os
+import warnings
+
+import numpy as np
+import pytest
+
+from jaxmb import _cmd_residuals, io, wholebody
+
+GAIT = os.path.join(os.path.dirname(__file__), "data", "Gait.c3d")
+pytest.importorskip("ezc3d")
+
+
+@pytest.fixture(scope="module")
+def c3d():
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return io.read_c3d(GAIT, warn_gaps=False)
+
+
+@pytest.fixture(scope="module")
+def trial(c3d):
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return wholebody.whole_body_trial(c3d)
+
+
+def test_model_and_measured_frames(trial):
+    assert trial.model.names == ("trunk", "thigh_r", "shank_r", "foot_r", "thigh_l", "shank_l", "foot_l",
+                                 "uarm_r", "farm_r", "uarm_l", "farm_l")
+    assert trial.body_mass == pytest.approx(61.16, abs=0.05)  # 600 N of single support / g
+    np.testing.assert_allclose(float(trial.model.mass.sum()), trial.body_mass, rtol=1e-12)  # Dempster's rows sum to 1
+    t = trial.time[trial.measured]
+    # Every foot on the floor stands on a plate: right heel strike on plate 2 after the
+    # left foot left the floor, until the right foot lands again off the plates.
+    assert trial.measured.sum() == 83 and t[0] == pytest.approx(2.17) and t[-1] == pytest.approx(3.00)
+    # One frame inside is left out: the left heel, slower than 1.5 m/s, is one frame
+    # before its force on plate 1 (it strikes at 2.54 s).
+    idx = np.where(trial.measured)[0]
+    assert sorted(set(range(idx[0], idx[-1] + 1)) - set(idx)) == [120]
+
+
+def test_residuals_of_the_table_model(trial):
+    r = wholebody.residuals(trial.model, trial.q, trial.qd, trial.qdd, trial.loads)
+    s = wholebody.summarize(r, body_mass=trial.body_mass, height=trial.height, mask=trial.measured)
+    # Measured figures of this model (6 Hz markers and forces): 25.7 N, 30.3 N, 19.3 N m.
+    np.testing.assert_allclose(s.rms, [25.7, 30.3, 19.3], atol=0.1)
+    raw = wholebody.summarize(wholebody.residuals(trial.model, trial.q, trial.qd, trial.qdd, trial.loads_raw),
+                              body_mass=trial.body_mass, mask=trial.measured)
+    assert np.all(raw.rms[:2] > s.rms[:2])  # the force content above 6 Hz
+
+
+def test_lower_body_only_and_missing_marker(c3d):
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        hat = wholebody.whole_body_trial(c3d, arms=False)
+        assert hat.model.names[0] == "hat" and hat.model.segments == 7
+        m = c3d.markers
+        keep = [i for i, lab in enumerate(m.labels) if lab != "RELB"]
+        cut = dataclasses.replace(c3d, markers=dataclasses.replace(m, labels=tuple(m.labels[i] for i in keep),
+                                                                   xyz=np.asarray(m.xyz)[:, keep], descriptions=None))
+        with pytest.raises(ValueError, match="RELB missing"):
+            wholebody.whole_body_trial(cut, arms=True)
+
+
+def test_command_writes_every_file(tmp_path):
+    parser = argparse.ArgumentParser()
+    _cmd_residuals.add_parser(parser.add_subparsers(dest="command"))
+    out = tmp_path / "res"
+    args = parser.parse_args(["residuals", "--c3d", GAIT, "--fit", "--out", str(out), "--no-figure"])
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        assert args.func(args) == 0
+    assert sorted(os.listdir(out)) == ["parameters.csv", "residuals.csv", "summary.json", "summary.txt"]
+    head = (out / "residuals.csv").read_text().splitlines()[0]
+    assert head == "trial,time_s,FX_N,FY_N,MZ_Nm,FX_fit_N,FY_fit_N,MZ_fit_Nm,measured,heldout"
+    summary = json.loads((out / "summary.json").read_text())
+    for kind in ("filtered", "raw"):
+        for name in ("table", "fit"):
+            assert set(summary["models"][kind][name]) >= {"rms", "peak", "rms_heldout"}
+    rows = [line.split(",") for line in (out / "parameters.csv").read_text().splitlines()[1:]]
+    masses = [(float(r[2]), float(r[3])) for r in rows if r[1] == "mass"]
+    # Every fitted mass within three of the prior's spreads (25 % of the table's) of its mean.
+    assert all(abs(f - t) <= 3 * 0.25 * t for t, f in masses)
