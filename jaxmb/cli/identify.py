@@ -16,6 +16,12 @@ import io
 import os
 import sys
 
+import numpy as np
+from tqdm import tqdm
+
+from .. import identify
+from . import _output
+
 __all__ = ["add_command"]
 
 
@@ -75,11 +81,6 @@ def _run(args) -> int:
         except OSError as e:
             return _fail(f"cannot create --out folder {args.out!r}: {e.strerror}")
 
-    import numpy as np
-    from tqdm import tqdm
-
-    from . import identify
-    from .io import _png, _write_outputs
 
     stages = ["fit", "bands", "files"]
     bar = tqdm(total=len(stages), desc="identify", unit="stage", file=sys.stderr, leave=False,
@@ -104,14 +105,14 @@ def _run(args) -> int:
     if args.out:
         bar.set_postfix_str("writing")
         files[os.path.join(args.out, "identify_running.csv")] = _csv_text(out["rows"])
-        files[os.path.join(args.out, "identify_recovery.png")] = _png(identify.recovery_figure(out["rows"]))
+        files[os.path.join(args.out, "identify_recovery.png")] = _output._png(identify.recovery_figure(out["rows"]))
         if bands is not None:
             d = trial["data"]
             sel = slice(None, None, args.stride)
             mom = np.where(trial["moment_weights"][sel, None] > 0, trial["moments"][sel], np.nan)
-            files[os.path.join(args.out, _BANDS)] = _png(identify.bands_figure(d.time[sel], bands, mom))
+            files[os.path.join(args.out, _BANDS)] = _output._png(identify.bands_figure(d.time[sel], bands, mom))
         try:  # every file or none
-            removed = _write_outputs(files, "identify")
+            removed = _output._write_outputs(files, "identify")
         except OSError as e:
             bar.close()
             return _fail(f"cannot write to {args.out!r}: {e}")
