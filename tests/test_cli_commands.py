@@ -135,7 +135,7 @@ def test_reach_refuses_bad_endpoints_before_any_work(tmp_path, capsys, args, mat
 
 
 def test_reaching_torques_checks_its_endpoints():
-    from jaxmb.cli import reaching_torques
+    from jaxmb.reaching import reaching_torques
 
     with pytest.raises(ValueError, match=r"^end 0.8 0 is out of reach"):
         reaching_torques(0.5, start=(0.3, 0.2), end=(0.8, 0.0))
@@ -146,10 +146,10 @@ def test_reaching_torques_checks_its_endpoints():
 def test_reach_figure_names_joint_torques_and_the_reach(tmp_path, capsys, monkeypatch):
     # before: the panels read "generalized force (N m)" and the title only the duration
     import jaxmb.io
-    from jaxmb.cli import reaching_torques
+    from jaxmb.reaching import reaching_torques
 
-    figures, png = [], jaxmb.io._png
-    monkeypatch.setattr(jaxmb.io, "_png", lambda fig, **kw: figures.append(fig) or png(fig, **kw))
+    figures, png = [], jaxmb.cli._output._png
+    monkeypatch.setattr(jaxmb.cli._output, "_png", lambda fig, **kw: figures.append(fig) or png(fig, **kw))
     assert main(["reach", "--start", "0.3", "0.2", "--end", "-0.1", "0.5", "--duration", "0.6", "--samples", "21",
                  "--out", str(tmp_path)]) == 0  # fmt: skip
     (fig,) = figures
@@ -187,8 +187,8 @@ def test_optimal_grid_runs_n_by_n_reaches_names_the_skipped_and_draws_the_map(tm
     import jaxmb
     import jaxmb.io
 
-    figures, png = [], jaxmb.io._png
-    monkeypatch.setattr(jaxmb.io, "_png", lambda fig, **kw: figures.append(fig) or png(fig, **kw))
+    figures, png = [], jaxmb.cli._output._png
+    monkeypatch.setattr(jaxmb.cli._output, "_png", lambda fig, **kw: figures.append(fig) or png(fig, **kw))
     # the help's grid: 2 distances from the shoulder, evenly from r_min + 2 % of r_max to
     # 97 % of r_max, times 2 directions from +y; the start within 5 cm of the farthest ahead
     r_min, r_max = jaxmb.workspace(jaxmb.two_link_arm(height=1.70, body_mass=70.0, gravity=0.0))

@@ -1170,7 +1170,7 @@ def test_running_data_recovered_by_the_command_line(tmp_path, capsys):
     import argparse
     import csv
 
-    from jaxmb import _cmd_identify
+    from jaxmb.cli import identify as _cmd_identify
 
     parser = argparse.ArgumentParser(prog="jaxmb")
     _cmd_identify.add_command(parser.add_subparsers(dest="command"))

@@ -1,11 +1,11 @@
-"""jaxmb.io._write_files: the commands' outputs are written as one set, never in part."""
+"""jaxmb._files._write_files: the commands' outputs are written as one set, never in part."""
 
 import os
 import stat
 
 import pytest
 
-from jaxmb.io import _write_files
+from jaxmb._files import _write_files
 
 
 def test_every_file_written_with_the_umask_mode(tmp_path):
