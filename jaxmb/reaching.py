@@ -52,9 +52,15 @@ def reaching_torques(duration: float = 0.5, *, gravity: float = 9.81, samples: i
       "coriolis", "gravity", "total" (T, 2), N m; "start", "end" (2,) the hand's
       endpoints, m.
 
+    Example:
+      >>> res = reaching_torques(0.5, samples=101)  # doctest: +SKIP
+      >>> res["total"].shape  # doctest: +SKIP
+      (101, 2)
+
     Raises:
       ValueError: a start or end that is not two finite numbers, is out of reach,
-      or equals the other; a straight path that passes inside the arm's inner reach.
+        or equals the other; a straight path that passes inside the arm's inner
+        reach.
     """
     model = two_link_arm(height=height, body_mass=body_mass, gravity=gravity)
     L1, L2 = (float(x) for x in model.length)
@@ -86,8 +92,9 @@ def reach_endpoints(start, end, L1: float, L2: float, *, elbow0_deg: float = 10.
 
     Raises:
       ValueError: naming the point: not two finite numbers, not strictly inside
-      |L1 - L2| < |p| < L1 + L2 (m), both the same point, or a straight path between
-      them that passes inside the inner reach |L1 - L2| (where the hand cannot go).
+        |L1 - L2| < |p| < L1 + L2 (m), both the same point, or a straight path
+        between them that passes inside the inner reach |L1 - L2| (where the hand
+        cannot go).
 
     Example:
       >>> x0, x1 = reach_endpoints(None, (0.3, 0.4), 0.32, 0.44)
@@ -140,7 +147,9 @@ def torque_summary(res, joints=("shoulder", "elbow")) -> dict:
       {joint: {term: {"peak", "rms"} (N m), "fraction_dynamic_gt_gravity"}}.
 
     Example:
-      >>> torque_summary(reaching_torques(0.5))["elbow"]["total"]["peak"]  # doctest: +SKIP
+      >>> summary = torque_summary(reaching_torques(0.5))  # doctest: +SKIP
+      >>> summary.keys()  # doctest: +SKIP
+      dict_keys(['shoulder', 'elbow'])
     """
     dyn = res["inertial"] + res["coriolis"]
     rows = {}
