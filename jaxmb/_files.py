@@ -64,10 +64,10 @@ def _target(path: Path, overwrite: bool = False) -> tuple[Path, int]:
 #: the tags in the names of the temporary files of a command's output set: its new
 #: files before they are renamed into place, and the files they replace, set aside
 #: until the set is complete (``.moments.csv.jaxmb-new.k3x9q2zb.tmp``)
-_NEW, _OLD = "jaxmb-new", "jaxmb-old"
+NEW, OLD = "jaxmb-new", "jaxmb-old"
 
 
-def _stage(files: dict, overwrite: bool = False, tag: str = "") -> list:
+def stage(files: dict, overwrite: bool = False, tag: str = "") -> list:
     """Write ``{path: bytes or str}`` to temporary files beside their targets
     (:func:`_target`: refused before anything is written; each flushed to disk with
     its mode). Returns [{"target", "new", "digest", "backup": None}], one per
@@ -84,7 +84,7 @@ def _stage(files: dict, overwrite: bool = False, tag: str = "") -> list:
             directory = real.parent if str(real.parent) else Path(".")
             prefix = f".{real.name}.{tag}." if tag else f".{real.name}."
             fd, tmp = tempfile.mkstemp(prefix=prefix, suffix=".tmp", dir=directory)
-            ops.append({"target": os.path.abspath(real), "new": os.path.abspath(tmp), "digest": _digest(data),
+            ops.append({"target": os.path.abspath(real), "new": os.path.abspath(tmp), "digest": digest(data),
                         "backup": None})  # fmt: skip
             with os.fdopen(fd, "wb") as f:
                 f.write(data.encode("utf-8") if isinstance(data, str) else data)
@@ -92,7 +92,7 @@ def _stage(files: dict, overwrite: bool = False, tag: str = "") -> list:
                 os.fsync(f.fileno())
             os.chmod(tmp, mode)
     except BaseException as error:
-        _discard([op["new"] for op in ops])
+        discard([op["new"] for op in ops])
         named = _named(error, target, [op["new"] for op in ops])
         if named is error:
             raise
@@ -111,7 +111,7 @@ def _named(error: BaseException, target, temporaries) -> BaseException:
     return error
 
 
-def _discard(paths) -> None:
+def discard(paths) -> None:
     """Remove the files ``paths`` that exist (temporary files: quietly)."""
     for path in paths:
         if path is not None:
@@ -125,12 +125,12 @@ def _aside(path: str) -> str:
     """A free name beside ``path`` for its file set aside until a set is complete."""
     folder, name = os.path.split(path)
     while True:
-        aside = os.path.join(folder, f".{name}.{_OLD}.{secrets.token_hex(4)}.tmp")
+        aside = os.path.join(folder, f".{name}.{OLD}.{secrets.token_hex(4)}.tmp")
         if not os.path.lexists(aside):
             return aside
 
 
-def _swap(ops: list, journal: Optional[Path] = None, prog: Optional[str] = None) -> None:
+def swap(ops: list, journal: Optional[Path] = None, prog: Optional[str] = None) -> None:
     """Rename the staged files of ``ops`` into place as one set: each target that
     exists is first set aside under a hidden name (``op["backup"]``), then the new
     file renamed over it (``op["new"]`` None: a file of an earlier run, only set
@@ -170,42 +170,42 @@ def _swap(ops: list, journal: Optional[Path] = None, prog: Optional[str] = None)
                 os.unlink(journal)  # the set is complete
         except BaseException as error:
             try:
-                _undo(ops)
-                _discard([journal])
+                undo(ops)
+                discard([journal])
             except BaseException:
                 pass  # the journal stays: the next command puts the files back
             named = _named(error, target, [op["new"] for op in ops])
             if named is error:
                 raise
             raise named from error
-        _discard([op["backup"] for op in ops])
+        discard([op["backup"] for op in ops])
 
 
-def _undo(ops: list) -> None:
-    """Put back the files of a set that :func:`_swap` did not complete: each target
+def undo(ops: list) -> None:
+    """Put back the files of a set that :func:`swap` did not complete: each target
     that was set aside and has since been removed or replaced by this set's new file
     gets its file back; a target that did not exist and holds this set's new file is
     removed; a target holding anything else (written since) is left as it is; the
     staged new files are removed. (``op["fresh"]``: the target did not exist.)"""
     for op in reversed(ops):
         target, backup, digest = op["target"], op["backup"], op["digest"]
-        _discard([op["new"]])
+        discard([op["new"]])
         if backup is not None and os.path.lexists(backup):
-            if not os.path.lexists(target) or (digest is not None and _file_digest(target) == digest):
+            if not os.path.lexists(target) or (digest is not None and file_digest(target) == digest):
                 os.replace(backup, target)
             else:
                 os.unlink(backup)
-        elif op.get("fresh") and digest is not None and _file_digest(target) == digest:
+        elif op.get("fresh") and digest is not None and file_digest(target) == digest:
             os.unlink(target)
 
 
-def _file_digest(path: str) -> Optional[str]:
+def file_digest(path: str) -> Optional[str]:
     """SHA-256 of the regular file ``path``; None where there is none."""
     try:
         if not stat.S_ISREG(os.lstat(path).st_mode):
             return None
         with open(path, "rb") as f:
-            return _digest(f.read())
+            return digest(f.read())
     except OSError:
         return None
 
@@ -213,7 +213,7 @@ def _file_digest(path: str) -> Optional[str]:
 def _write_journal(journal: Path, ops: list) -> None:
     """Write the journal of a set's renames (JSON, flushed to disk) atomically."""
     text = json.dumps({"command": "jaxmb", "renames": ops}, indent=1) + "\n"
-    fd, tmp = tempfile.mkstemp(prefix=f"{journal.name}.{_NEW}.", suffix=".tmp", dir=journal.parent)
+    fd, tmp = tempfile.mkstemp(prefix=f"{journal.name}.{NEW}.", suffix=".tmp", dir=journal.parent)
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as f:
             f.write(text)
@@ -221,7 +221,7 @@ def _write_journal(journal: Path, ops: list) -> None:
             os.fsync(f.fileno())
         os.replace(tmp, journal)
     except BaseException:
-        _discard([tmp])
+        discard([tmp])
         raise
 
 
@@ -248,16 +248,16 @@ class _deferred_signals:
         return False
 
 
-def _write_files(files: dict, *, overwrite: bool = False) -> None:
+def write_files(files: dict, *, overwrite: bool = False) -> None:
     """Write ``{path: bytes or str}`` as one set: every file goes to a temporary name
     in its folder first (flushed to disk, with the mode a new file gets under the
     process's umask, ``mkstemp`` alone gives 0600, or the mode of the file it
-    replaces), then each is renamed into place (:func:`_swap`); a path that is a
+    replaces), then each is renamed into place (:func:`swap`); a path that is a
     symbolic link is written through it, to the file it points to. A path that is
     not a regular file, or a read-only file unless ``overwrite``, is refused
     before anything is written (:func:`_target`). A failure or an interrupt leaves
     every path as it was and no temporary file; the error names the path."""
-    _swap(_stage(files, overwrite))
+    swap(stage(files, overwrite))
 
 
 def _target_error(error: OSError, target: Path) -> OSError:
@@ -267,12 +267,12 @@ def _target_error(error: OSError, target: Path) -> OSError:
     return type(error)(f"{target}: {error}")
 
 
-def _digest(data) -> str:
+def digest(data) -> str:
     return hashlib.sha256(data.encode("utf-8") if isinstance(data, str) else data).hexdigest()
 
 
-def _atomic_write(path, text: str, overwrite: bool = False) -> None:
+def atomic_write(path, text: str, overwrite: bool = False) -> None:
     """Write ``text`` to ``path`` through a temporary file and ``os.replace``
-    (:func:`_write_files`: a path that is not a regular file, or a read-only file
+    (:func:`write_files`: a path that is not a regular file, or a read-only file
     unless ``overwrite``, refused)."""
-    _write_files({path: text}, overwrite=overwrite)
+    write_files({path: text}, overwrite=overwrite)

@@ -235,7 +235,7 @@ def test_a_run_killed_half_way_is_put_back_by_the_next(tmp_path, sets, monkeypat
         _write_old(folder)
         with monkeypatch.context() as m:
             m.setattr(os, "replace", _interrupt_at(k))
-            m.setattr(set_writer, "_undo", killed)
+            m.setattr(set_writer, "undo", killed)
             with pytest.raises(KeyboardInterrupt):
                 _write_new(folder)
         capsys.readouterr()

@@ -18,10 +18,10 @@ try:
 except ImportError:  # (not POSIX: no lock)
     fcntl = None
 
-from .._files import _NEW, _OLD, _digest, _discard, _file_digest, _stage, _swap, _undo
+from .._files import NEW, OLD, digest, discard, file_digest, stage, swap, undo
 
 
-_LEFTOVER = re.compile(rf"^\..+\.({_NEW}|{_OLD})\.[a-z0-9_]{{8}}\.tmp$")
+_LEFTOVER = re.compile(rf"^\..+\.({NEW}|{OLD})\.[a-z0-9_]{{8}}\.tmp$")
 
 
 _LOCK = ".jaxmb.lock"  # held (fcntl.flock) by the command writing into the folder
@@ -43,14 +43,14 @@ def _recover(folder: Path, prog: str, names=()) -> None:
     if os.path.lexists(journal):
         try:
             ops = json.loads(journal.read_text(encoding="utf-8"))["renames"]
-            _undo([{k: op.get(k) for k in ("target", "new", "digest", "backup", "fresh")} for op in ops])
+            undo([{k: op.get(k) for k in ("target", "new", "digest", "backup", "fresh")} for op in ops])
         except (OSError, ValueError, KeyError, TypeError, AttributeError) as e:
             print(f"jaxmb {prog}: warning: cannot repair the interrupted write that {journal} lists: {e}",
                   file=sys.stderr)  # fmt: skip
         else:
             print(f"jaxmb {prog}: note: an earlier run writing into {folder} was interrupted: the files it had "
                   "replaced are put back", file=sys.stderr)  # fmt: skip
-        _discard([journal])
+        discard([journal])
     old = re.compile(r"^\.(" + "|".join(re.escape(n) for n in names) + r")\.[a-z0-9_]{8}\.tmp$") if names else None
     try:
         entries = list(os.scandir(folder))
@@ -58,7 +58,7 @@ def _recover(folder: Path, prog: str, names=()) -> None:
         return
     for entry in entries:
         if (_LEFTOVER.match(entry.name) or (old and old.match(entry.name))) and entry.is_file(follow_symlinks=False):
-            _discard([entry.path])
+            discard([entry.path])
 
 
 class _locked:
@@ -179,7 +179,7 @@ def _write_outputs(files: dict, prog: str) -> list:
     The set is all or nothing, whatever interrupts it: each folder is locked
     (:class:`_locked`: a second command writing into it waits, or after a minute
     refuses), every file is staged under a temporary name, a journal of the renames
-    is written, and the renames and removals (:func:`_swap`, with SIGINT and SIGTERM
+    is written, and the renames and removals (:func:`swap`, with SIGINT and SIGTERM
     held back) leave the earlier set or the complete new one, never a mix. A process
     killed half-way leaves the journal, from which the next run puts the earlier
     set back (:func:`_recover`) before writing, and removes the temporary files."""
@@ -193,7 +193,7 @@ def _write_outputs(files: dict, prog: str) -> list:
     subs = {folder: sorted(f.name for f in folders if f.parent == folder and f != folder) for folder in folders}
     manifests = {
         _manifest_path(folder, prog): json.dumps(
-            {"command": f"jaxmb {prog}", "files": {n: _digest(d) for n, d in sorted(named.items())}}
+            {"command": f"jaxmb {prog}", "files": {n: digest(d) for n, d in sorted(named.items())}}
             | ({"folders": subs[folder]} if subs[folder] else {}), indent=1
         ) + "\n"
         for folder, named in folders.items()
@@ -215,9 +215,9 @@ def _write_outputs(files: dict, prog: str) -> list:
             gone = [item for folder in dropped for item in _remove_earlier_run(folder, prog)]
             gone += [(p, True) for folder, listed in earlier.items()
                      for p in _remove_unchanged(folder, listed, folders[folder])]  # fmt: skip
-            ops = _stage({**files, **manifests}, tag=_NEW)
+            ops = stage({**files, **manifests}, tag=NEW)
             ops += [{"target": os.path.abspath(p), "new": None, "digest": None, "backup": None} for p, _ in gone]
-            _swap(ops, min(folders) / _JOURNAL, prog)
+            swap(ops, min(folders) / _JOURNAL, prog)
     finally:  # also after a signal held back until the set was complete
         for folder in dropped:
             try:
@@ -231,12 +231,12 @@ def _remove_unchanged(folder: Path, listed: dict, keep) -> list:
     """The files of ``folder`` that an earlier manifest lists ({name: SHA-256}) and
     ``keep`` does not name, where their content is still what that run wrote (an
     edited one is the user's now): the files to remove."""
-    return [folder / name for name, digest in sorted(listed.items())
-            if name not in keep and _file_digest(str(folder / name)) == digest]  # fmt: skip
+    return [folder / name for name, sha in sorted(listed.items())
+            if name not in keep and file_digest(str(folder / name)) == sha]  # fmt: skip
 
 
 def _png(fig, dpi: int = 100) -> bytes:
-    """A matplotlib figure rendered as PNG bytes (for :func:`_write_files`)."""
+    """A matplotlib figure rendered as PNG bytes (for :func:`write_files`)."""
     buf = BytesIO()
     fig.savefig(buf, format="png", dpi=dpi)
     return buf.getvalue()

@@ -9,7 +9,7 @@ from typing import Optional
 
 import numpy as np
 
-from .._files import _atomic_write
+from .._files import atomic_write
 from ._markers import ForcePlates, Markers, Table
 from ._mot import _COUNTED
 from ._text import _LENGTH_UNITS, _check_increasing, _check_time_column, _scale
@@ -120,7 +120,7 @@ def write_trc(path, markers: Markers, *, units: str = "mm", decimals: Optional[i
     for t in range(T):
         values = "\t".join("" if math.isnan(x) else value(x) for x in xyz[t].ravel())
         out.append(f"{t + 1}\t{float(time[t])!r}\t{values}")  # exact time
-    _atomic_write(path, "\n".join(out) + "\n", overwrite)
+    atomic_write(path, "\n".join(out) + "\n", overwrite)
 
 
 def write_forces(path, plates: ForcePlates, *, decimals: Optional[int] = None, overwrite: bool = False) -> None:
@@ -198,7 +198,7 @@ def write_forces(path, plates: ForcePlates, *, decimals: Optional[int] = None, o
     value = _value_format(decimals)
     for t in range(T):
         out.append(f"{first + 1 + t}\t" + "\t".join("nan" if math.isnan(x) else value(x) for x in block[t]))
-    _atomic_write(path, "\n".join(out) + "\n", overwrite)
+    atomic_write(path, "\n".join(out) + "\n", overwrite)
 
 
 def write_mot(path, table: Table, *, decimals: Optional[int] = None, overwrite: bool = False) -> None:
@@ -291,4 +291,4 @@ def write_mot(path, table: Table, *, decimals: Optional[int] = None, overwrite: 
     for t in range(T):
         row = np.concatenate([[table.time[t]], table.values[t]])
         out.append("\t".join("nan" if math.isnan(x) else value(x) for x in row))
-    _atomic_write(path, "\n".join(out) + "\n", overwrite)
+    atomic_write(path, "\n".join(out) + "\n", overwrite)
