@@ -143,9 +143,21 @@ def test_reaching_torques_checks_its_endpoints():
         reaching_torques(0.5, start=(0.3, 0.2, 0.1))
 
 
+def test_cli_reaching_torques_is_deprecated_for_jaxmb_reaching():
+    # the command line is no library: the function moved to jaxmb.reaching, and the old
+    # name works for one release with a warning naming the new one
+    import jaxmb.cli
+    import jaxmb.reaching
+
+    with pytest.warns(DeprecationWarning, match="jaxmb.reaching.reaching_torques"):
+        assert jaxmb.cli.reaching_torques is jaxmb.reaching.reaching_torques
+    with pytest.raises(AttributeError):
+        jaxmb.cli.no_such_name
+
+
 def test_reach_figure_names_joint_torques_and_the_reach(tmp_path, capsys, monkeypatch):
     # before: the panels read "generalized force (N m)" and the title only the duration
-    import jaxmb.io
+    import jaxmb.cli._output
     from jaxmb.reaching import reaching_torques
 
     figures, png = [], jaxmb.cli._output._png
@@ -185,7 +197,7 @@ def test_optimal_grid_runs_n_by_n_reaches_names_the_skipped_and_draws_the_map(tm
     # out of reach), drew no map (the PNG was the run's without --grid) and wrote the
     # curvature as a fraction where the console printed %
     import jaxmb
-    import jaxmb.io
+    import jaxmb.cli._output
 
     figures, png = [], jaxmb.cli._output._png
     monkeypatch.setattr(jaxmb.cli._output, "_png", lambda fig, **kw: figures.append(fig) or png(fig, **kw))

@@ -61,10 +61,8 @@ def _compile_cache(path: str | None, explicit: bool = False) -> str | None:
 
     The same command run again (on other files of the same shapes, or with options
     that do not change the programs) then loads its compiled programs from disk
-    instead of compiling them again: ``jaxmb optimal`` took 10.4 s on a cold cache
-    and 4.0 s on a warm one, ``jaxmb identify`` 6.8 s and 3.6 s (medians on this
-    project's 2-core CPU; ``python -m benchmarks.bench_cli``, recorded in
-    ``benchmarks/results_cli.json``).
+    instead of compiling them again (the times, cold and warm, are in the
+    documentation's performance page).
 
     ``path`` None (``--no-cache``): JAX's cache is switched off, even one set by
     ``JAX_COMPILATION_CACHE_DIR``. Otherwise a cache that JAX was already given
