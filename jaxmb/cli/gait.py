@@ -54,6 +54,7 @@ class InputError(Exception):
 
 
 def add_command(sub) -> None:
+    """Add the ``gait`` subcommand to an argparse subparsers object."""
     p = sub.add_parser(
         "gait",
         help="joint moments, powers and reactions of the leg (bundled running data, C3D or TRC + forces)",

@@ -27,7 +27,8 @@ from . import _output
 COSTS = ("hand_jerk", "joint_jerk", "torque", "torque_change")
 
 
-def add_command(sub):
+def add_command(sub) -> None:
+    """Add the ``optimal`` subcommand to an argparse subparsers object."""
     p = sub.add_parser("optimal", help="optimal reaches of the two-link arm (minimum jerk / torque change / torque)",
                        description="Optimal reaches of the notes' two-link arm (1.70 m, 70 kg; shoulder at the "
                        "origin, hand positions in m, the horizontal plane by default) under each --cost "
