@@ -662,7 +662,8 @@ def _write(outputs, out):
 
 
 def run(args) -> int:
-
+    """``jaxmb gait``: read, analyse, summarise and write each trial, with a progress bar;
+    returns the exit status (1 when a file of a batch was left out)."""
     if not args.out:  # nothing is written: no figures to draw
         args.no_figures = True
 

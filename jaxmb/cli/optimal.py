@@ -157,7 +157,24 @@ def map_panel(ax, start, targets, curvature_pct, converged, skipped, reach):
 
 
 def run(args) -> int:
-    # -------- every check before the first optimisation
+    """``jaxmb optimal``: check every option, optimise, print, write; returns the exit status."""
+    checked = _check(args)
+    if isinstance(checked, int):
+        return checked
+    costs, model, start, end, tg, skipped = checked
+    done = _optimise(args, costs, model, start, end, tg, skipped)
+    if isinstance(done, int):
+        return done
+    results, grid_rows, grid_result = done
+    if not args.out:
+        return 0
+    return _write(args, results, model, start, tg, skipped, grid_rows, grid_result)
+
+
+def _check(args):
+    """Every check before the first optimisation (and the ``--out`` folder, created):
+    the exit status 2 after the error line, or (costs, model, start, end (m), the grid's
+    targets or None, the targets it skips or None)."""
     costs = [c.strip() for c in args.cost.split(",") if c.strip()]
     bad = [c for c in costs if c not in COSTS]
     if not costs or bad:
@@ -205,8 +222,13 @@ def run(args) -> int:
             os.makedirs(args.out, exist_ok=True)
         except OSError as e:
             return _fail(f"cannot create --out folder {args.out!r}: {e.strerror or e}")
+    return costs, model, start, end, tg, (skipped if args.grid else None)
 
-    # -------- the optimisations
+
+def _optimise(args, costs, model, start, end, tg, skipped):
+    """The optimal reaches of each cost and those of the grid, printed: the exit status 2
+    after the error line, or (results, the grid's rows as CSV text or None, its
+    curvature (%) and convergence)."""
     try:
         with warnings.catch_warnings(record=True) as caught:  # as notes, not warning lines with a source path
             warnings.simplefilter("always")
@@ -245,10 +267,13 @@ def run(args) -> int:
               f"|curvature| median {np.median(np.abs(k)):.1f} %, max {np.max(np.abs(k)):.1f} %")
         for x, y in skipped:
             print(f"workspace: skipped target ({x:.4f}, {y:.4f}) m: within {100 * GRID_MIN_CHORD:g} cm of the start")
-    if not args.out:
-        return 0
+    return results, grid_rows, (k, converged) if tg is not None else None
 
-    # -------- all outputs as one set, at the end
+
+def _write(args, results, model, start, tg, skipped, grid_rows, grid_result) -> int:
+    """The trajectories (CSV), the figure and the grid's curvatures, as one set into
+    ``--out``."""
+    k, converged = grid_result if grid_result is not None else (None, None)
     buf = io.StringIO()
     w = csv.writer(buf)
     w.writerow(["criterion", "t_s", "q1_rad", "q2_rad", "x_m", "y_m", "vx_m_s", "vy_m_s", "tau1_Nm", "tau2_Nm"])
