@@ -35,7 +35,7 @@ def main(argv=None) -> int:
 
     import jaxmb
     from jaxmb import identify
-    from jaxmb._cmd_identify_running import perturbed
+    from jaxmb.cli.identify_running import perturbed
     from jaxmb.identify._parameters import _with_physical
     from jaxmb.identify._uncertainty import _draw_physical
 

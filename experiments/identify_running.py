@@ -22,7 +22,7 @@ jax.config.update("jax_enable_x64", True)
 import numpy as np  # noqa: E402
 
 from jaxmb import identify  # noqa: E402
-from jaxmb._cmd_identify_running import bands_figure, recover_running, recovery_figure  # noqa: E402
+from jaxmb.cli.identify_running import bands_figure, recover_running, recovery_figure  # noqa: E402
 
 DOCS = pathlib.Path(__file__).resolve().parent.parent / "docs"
 

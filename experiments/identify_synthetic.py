@@ -32,7 +32,7 @@ import numpy as np  # noqa: E402
 
 import jaxmb  # noqa: E402
 from jaxmb import identify, signal  # noqa: E402
-from jaxmb._cmd_identify_running import perturbed  # noqa: E402  (the demo of `jaxmb identify`)
+from jaxmb.cli.identify_running import perturbed  # noqa: E402  (the demo of `jaxmb identify`)
 
 DOCS = pathlib.Path(__file__).resolve().parent.parent / "docs"
 RATE = 500.0

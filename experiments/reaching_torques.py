@@ -27,7 +27,7 @@ import jax
 import numpy as np
 
 import jaxmb
-from jaxmb.cli import _summary, reaching_torques
+from jaxmb.reaching import reaching_torques, torque_summary
 from jaxmb.plot import torque_components_figure
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -71,7 +71,7 @@ def main():
     results = {}
     for name, duration, g in REACHES:
         res = reaching_torques(duration, gravity=g)
-        s = _summary(res)
+        s = torque_summary(res)
         s["fractions"] = fractions(res, g)
         results[name] = s
         fig = torque_components_figure(res["t"], res, joint_names=JOINTS, model=jaxmb.two_link_arm(),

@@ -2472,3 +2472,7 @@ def moments_figure(result: GaitResult, true_moments=None, true_force_magnitudes=
     fig.suptitle(f"{title or 'Joint reaction magnitudes and moments'}\n{_CONVENTION_TEXT[result.convention]}",
                  fontsize="medium")  # fmt: skip
     return fig
+
+
+# --- aliases for the command line (lead: drop at merge, the gait package provides them)
+CONVENTION_TEXT, MOMENT_POSITIVE, check_mapping_entry = _CONVENTION_TEXT, _MOMENT_POSITIVE, _check_mapping_entry

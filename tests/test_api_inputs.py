@@ -18,7 +18,7 @@ import pytest
 
 import jaxmb
 from jaxmb import identify
-from jaxmb._cmd_identify_running import perturbed  # demo code of the `jaxmb identify` command
+from jaxmb.cli.identify_running import perturbed  # demo code of the `jaxmb identify` command
 
 ARM = dict(length=[0.30, 0.27], com=[0.13, 0.12], mass=[2.0, 1.2], inertia=[0.016, 0.008])
 

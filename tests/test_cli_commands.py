@@ -135,7 +135,7 @@ def test_reach_refuses_bad_endpoints_before_any_work(tmp_path, capsys, args, mat
 
 
 def test_reaching_torques_checks_its_endpoints():
-    from jaxmb.cli import reaching_torques
+    from jaxmb.reaching import reaching_torques
 
     with pytest.raises(ValueError, match=r"^end 0.8 0 is out of reach"):
         reaching_torques(0.5, start=(0.3, 0.2), end=(0.8, 0.0))
@@ -143,13 +143,25 @@ def test_reaching_torques_checks_its_endpoints():
         reaching_torques(0.5, start=(0.3, 0.2, 0.1))
 
 
+def test_cli_reaching_torques_is_deprecated_for_jaxmb_reaching():
+    # the command line is no library: the function moved to jaxmb.reaching, and the old
+    # name works for one release with a warning naming the new one
+    import jaxmb.cli
+    import jaxmb.reaching
+
+    with pytest.warns(DeprecationWarning, match="jaxmb.reaching.reaching_torques"):
+        assert jaxmb.cli.reaching_torques is jaxmb.reaching.reaching_torques
+    with pytest.raises(AttributeError):
+        jaxmb.cli.no_such_name
+
+
 def test_reach_figure_names_joint_torques_and_the_reach(tmp_path, capsys, monkeypatch):
     # before: the panels read "generalized force (N m)" and the title only the duration
-    import jaxmb.io
-    from jaxmb.cli import reaching_torques
+    import jaxmb.cli._output
+    from jaxmb.reaching import reaching_torques
 
-    figures, png = [], jaxmb.io._png
-    monkeypatch.setattr(jaxmb.io, "_png", lambda fig, **kw: figures.append(fig) or png(fig, **kw))
+    figures, png = [], jaxmb.cli._output._png
+    monkeypatch.setattr(jaxmb.cli._output, "_png", lambda fig, **kw: figures.append(fig) or png(fig, **kw))
     assert main(["reach", "--start", "0.3", "0.2", "--end", "-0.1", "0.5", "--duration", "0.6", "--samples", "21",
                  "--out", str(tmp_path)]) == 0  # fmt: skip
     (fig,) = figures
@@ -185,10 +197,10 @@ def test_optimal_grid_runs_n_by_n_reaches_names_the_skipped_and_draws_the_map(tm
     # out of reach), drew no map (the PNG was the run's without --grid) and wrote the
     # curvature as a fraction where the console printed %
     import jaxmb
-    import jaxmb.io
+    import jaxmb.cli._output
 
-    figures, png = [], jaxmb.io._png
-    monkeypatch.setattr(jaxmb.io, "_png", lambda fig, **kw: figures.append(fig) or png(fig, **kw))
+    figures, png = [], jaxmb.cli._output._png
+    monkeypatch.setattr(jaxmb.cli._output, "_png", lambda fig, **kw: figures.append(fig) or png(fig, **kw))
     # the help's grid: 2 distances from the shoulder, evenly from r_min + 2 % of r_max to
     # 97 % of r_max, times 2 directions from +y; the start within 5 cm of the farthest ahead
     r_min, r_max = jaxmb.workspace(jaxmb.two_link_arm(height=1.70, body_mass=70.0, gravity=0.0))

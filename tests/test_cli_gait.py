@@ -9,7 +9,8 @@ import numpy as np
 import pytest
 
 import walkway
-from jaxmb import _cmd_gait, cli
+from jaxmb import cli
+from jaxmb.cli import gait as _cmd_gait
 
 HERE = pathlib.Path(__file__).parent
 

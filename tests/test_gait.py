@@ -1067,7 +1067,7 @@ def test_ragged_unfiltered_trials_equal_alone_to_the_last_bits(running):
 def test_unsettled_filter_warning_names_the_batch_trials(running):
     # in a batch the warning says which trials (a lab's batch of files could not
     # tell which one was too short); the command line names their files
-    from jaxmb._cmd_gait import _name_trials
+    from jaxmb.cli.gait import _name_trials
 
     trials = _ragged_trials(running, (121, 40, 121, 30), seed=6)
     kw = dict(rate=200.0, force_rate=1000.0, segments=running.segments, gravity=G, cutoff=8.0, outputs=("moments",))

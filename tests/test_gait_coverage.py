@@ -18,7 +18,8 @@ import numpy as np
 import pytest
 
 import walkway
-from jaxmb import _cmd_gait, cli, gait
+from jaxmb import cli, gait
+from jaxmb.cli import gait as _cmd_gait
 
 HERE = Path(__file__).parent
 

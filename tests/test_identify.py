@@ -53,7 +53,7 @@ import pytest
 
 import jaxmb
 from jaxmb import identify
-from jaxmb._cmd_identify_running import perturbed  # demo code of the `jaxmb identify` command
+from jaxmb.cli.identify_running import perturbed  # demo code of the `jaxmb identify` command
 from jaxmb.identify import _data, _fit, _parameters, _result, _solver, _uncertainty
 
 RNG = np.random.default_rng(11)
@@ -1172,7 +1172,7 @@ def test_running_data_recovered_by_the_command_line(tmp_path, capsys):
     import argparse
     import csv
 
-    from jaxmb import _cmd_identify
+    from jaxmb.cli import identify as _cmd_identify
 
     parser = argparse.ArgumentParser(prog="jaxmb")
     _cmd_identify.add_command(parser.add_subparsers(dest="command"))
@@ -1245,7 +1245,7 @@ def test_old_solver_keywords_and_moved_demo_names_still_work_with_a_warning():
     with pytest.raises(ValueError, match="max_iter must be an int >= 1"):
         identify.fit(start, q, qd, qdd, moments=mom, solver=identify.Solver(max_iter=0))
     for name in ("perturbed", "recover_running", "recovery_figure", "bands_figure"):
-        with pytest.warns(DeprecationWarning, match=f"jaxmb._cmd_identify_running.{name}"):
+        with pytest.warns(DeprecationWarning, match=f"jaxmb.cli.identify_running.{name}"):
             assert callable(getattr(identify, name))
         assert name not in identify.__all__
     with pytest.raises(AttributeError):

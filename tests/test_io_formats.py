@@ -14,6 +14,7 @@ import pytest
 from test_io import FORCES, MOT, TRC_MM, expect_error, write
 
 from jaxmb import io
+from jaxmb.io._c3d_params import _c3d_declared_frames
 
 GAIT_C3D = Path(__file__).parent / "data" / "Gait.c3d"
 
@@ -139,11 +140,11 @@ def _c3d_bytes(processor, first=1, last=50, frames=None, kind=2):
 def test_c3d_declared_frames_from_raw_bytes(tmp_path, processor, frames, kind, expected):
     path = tmp_path / "x.c3d"
     path.write_bytes(_c3d_bytes(processor, frames=frames, kind=kind))
-    assert io._c3d_declared_frames(path) == expected
+    assert _c3d_declared_frames(path) == expected
 
 
 def test_c3d_declared_frames_of_the_walking_trial():
-    assert io._c3d_declared_frames(GAIT_C3D) == (487, "parameter POINT:FRAMES")
+    assert _c3d_declared_frames(GAIT_C3D) == (487, "parameter POINT:FRAMES")
 
 
 # --------------------------------------------------------------------------------------

@@ -545,7 +545,7 @@ def test_vmap_batching_equals_map():
 def test_cli_optimal_writes_figure_and_csv(tmp_path, capsys):
     from jaxmb.cli import main
 
-    from jaxmb.io import _write_outputs
+    from jaxmb.cli._output import _write_outputs
 
     # a file of an earlier run with --grid (written as the command writes, with its
     # manifest) is removed; one of the user's by the same name in another folder
@@ -632,7 +632,7 @@ def test_cli_optimal_out_must_be_a_folder(tmp_path, capsys, monkeypatch):
 
 def test_cli_curvature_of_a_vanishing_chord_is_nan(capsys):
     # before: a 1e-17 m chord (start = end up to round-off) gave a curvature of 30.77 %
-    from jaxmb._cmd_optimal import curvature
+    from jaxmb.cli.optimal import curvature
     from jaxmb.cli import main
 
     loop = np.array([[0.25, 0.4], [0.27, 0.41], [0.25 + 1e-17, 0.4]])

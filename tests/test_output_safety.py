@@ -1,7 +1,7 @@
 """Output files that survive interrupts and concurrent runs, and writers that respect
 what they replace (issue 38, items 15 and 16).
 
-Item 15: a command's output set (:func:`jaxmb.io._write_outputs`) is written whole or
+Item 15: a command's output set (:func:`jaxmb.cli._output._write_outputs`) is written whole or
 not at all, whatever interrupts it and whoever else writes into the folder; Ctrl-C or
 SIGTERM ends the command line with one line, not a traceback. Item 16: the public
 writers replace regular files only, and a read-only one only with ``overwrite=True``.
@@ -21,7 +21,9 @@ import time
 import numpy as np
 import pytest
 
+import jaxmb._files as set_writer
 from jaxmb import cli, io
+from jaxmb.cli import _output
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 
@@ -156,13 +158,13 @@ def _write_old(folder):
     folder.mkdir()
     for sub in ("t1", "t2"):
         (folder / sub).mkdir()
-    io._write_outputs(_files(folder, OLD), "gait")
+    _output._write_outputs(_files(folder, OLD), "gait")
     (folder / "mine.txt").write_text("the user's\n")
 
 
 def _write_new(folder):
     (folder / "t3").mkdir(exist_ok=True)
-    return io._write_outputs(_files(folder, NEW), "gait")
+    return _output._write_outputs(_files(folder, NEW), "gait")
 
 
 @pytest.fixture
@@ -233,7 +235,7 @@ def test_a_run_killed_half_way_is_put_back_by_the_next(tmp_path, sets, monkeypat
         _write_old(folder)
         with monkeypatch.context() as m:
             m.setattr(os, "replace", _interrupt_at(k))
-            m.setattr(io, "_undo", killed, raising=False)
+            m.setattr(set_writer, "undo", killed)
             with pytest.raises(KeyboardInterrupt):
                 _write_new(folder)
         capsys.readouterr()
@@ -301,7 +303,7 @@ def test_a_second_run_waits_for_the_first_and_then_replaces_its_set(tmp_path, mo
 
     def run(named):
         try:
-            io._write_outputs(_files(folder, named), "gait")
+            _output._write_outputs(_files(folder, named), "gait")
         except BaseException as e:  # noqa: BLE001 (reported below)
             errors.append(e)
 
@@ -318,8 +320,8 @@ def test_a_second_run_waits_for_the_first_and_then_replaces_its_set(tmp_path, mo
     ref = tmp_path / "ref"
     ref.mkdir()
     monkeypatch.undo()
-    io._write_outputs(_files(ref, first), "gait")
-    io._write_outputs(_files(ref, second), "gait")
+    _output._write_outputs(_files(ref, first), "gait")
+    _output._write_outputs(_files(ref, second), "gait")
     assert _snapshot(folder) == _snapshot(ref)
     assert sorted(_snapshot(folder)) == [".jaxmb-gait.json", "both.csv", "second.csv"]
 
@@ -328,7 +330,7 @@ def test_a_folder_locked_by_another_run_is_refused_after_the_wait(tmp_path, monk
     folder = tmp_path / "out"
     _write_old(folder)
     before = _snapshot(folder)
-    monkeypatch.setattr(io, "_LOCK_WAIT", 0.3)
+    monkeypatch.setattr(_output, "_LOCK_WAIT", 0.3)
     fd = os.open(folder / ".jaxmb.lock", os.O_RDWR | os.O_CREAT)
     try:
         fcntl.flock(fd, fcntl.LOCK_EX)
@@ -355,15 +357,15 @@ def test_gait_interrupted_while_writing_keeps_the_earlier_set(tmp_path, monkeypa
     out = tmp_path / "out"
     out.mkdir()
     earlier = {name: f"earlier {name}\n" for name in ("moments.csv", "angles.csv", "powers.csv", "summary.txt")}
-    io._write_outputs(_files(out, earlier | {"quasi_static.png": b"\x89PNG earlier"}), "gait")
+    _output._write_outputs(_files(out, earlier | {"quasi_static.png": b"\x89PNG earlier"}), "gait")
     first = _snapshot(out)
-    write = io._write_outputs
+    write = _output._write_outputs
 
     def interrupted(*a, **k):  # Ctrl-C at the 4th rename of the writing (not of the compilation cache)
         monkeypatch.setattr(os, "replace", _interrupt_at(4))
         return write(*a, **k)
 
-    monkeypatch.setattr(io, "_write_outputs", interrupted)
+    monkeypatch.setattr(_output, "_write_outputs", interrupted)
     assert cli.main(["gait", "--no-figures", "--convention", "clinical", "--out", str(out)]) == 130
     err = capsys.readouterr().err.strip().splitlines()
     assert err == ["jaxmb gait: interrupted (SIGINT)"], err
@@ -376,10 +378,11 @@ def test_a_signal_during_the_computation_is_one_line(sig, status):
     script = textwrap.dedent("""
         import sys, time
         from jaxmb import cli
+        from jaxmb.cli import reach
         def slow(*a, **k):
             print("computing", flush=True)
             time.sleep(30)
-        cli.reaching_torques = slow
+        reach.reaching_torques = slow
         sys.exit(cli.main(["--no-cache", "reach", "--out", ""]))
     """)
     proc = subprocess.Popen([sys.executable, "-c", script], cwd=ROOT, stdout=subprocess.PIPE,

@@ -16,8 +16,9 @@ import numpy as np
 import pytest
 
 import jaxmb
-from jaxmb.cli import main, reaching_torques
+from jaxmb.cli import main
 from jaxmb.optimal import minimum_jerk, time_derivatives, two_link_ik
+from jaxmb.reaching import reaching_torques
 
 
 def test_minimum_jerk_profile():
@@ -162,7 +163,7 @@ def test_cli_rejects_bad_arguments(tmp_path, capsys):
         err = capsys.readouterr().err.strip().splitlines()
         assert len(err) == 1 and err[0].startswith("jaxmb reach: error: --"), err
         # the function this command calls (it once named jaxmb.optimize)
-        assert args[1] != "61" or "(jaxmb.cli.reaching_torques takes any)" in err[0], err
+        assert args[1] != "61" or "(jaxmb.reaching.reaching_torques takes any)" in err[0], err
     assert list(tmp_path.iterdir()) == []
     afile = tmp_path / "afile"
     afile.write_text("")

@@ -1,6 +1,5 @@
 """Whole-body residuals of the measured walking trial (tests/data/Gait.c3d) and the command."""
 
-import argparse
 import dataclasses
 import json
 import os
@@ -9,7 +8,8 @@ import warnings
 import numpy as np
 import pytest
 
-from jaxmb import _cmd_residuals, io, wholebody
+from jaxmb import io, wholebody
+from jaxmb.cli import main
 
 GAIT = os.path.join(os.path.dirname(__file__), "data", "Gait.c3d")
 pytest.importorskip("ezc3d")
@@ -68,14 +68,13 @@ def test_lower_body_only_and_missing_marker(c3d):
 
 
 def test_command_writes_every_file(tmp_path):
-    parser = argparse.ArgumentParser()
-    _cmd_residuals.add_parser(parser.add_subparsers(dest="command"))
     out = tmp_path / "res"
-    args = parser.parse_args(["residuals", "--c3d", GAIT, "--fit", "--out", str(out), "--no-figure"])
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        assert args.func(args) == 0
-    assert sorted(os.listdir(out)) == ["parameters.csv", "residuals.csv", "summary.json", "summary.txt"]
+        assert main(["--no-cache", "residuals", "--c3d", GAIT, "--fit", "--out", str(out)]) == 0
+    written = sorted(f for f in os.listdir(out) if not f.startswith("."))
+    assert written == ["parameters.csv", "residuals.csv", "residuals.png", "summary.json", "summary.txt"]
+    assert (out / "residuals.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     head = (out / "residuals.csv").read_text().splitlines()[0]
     assert head == "trial,time_s,FX_N,FY_N,MZ_Nm,FX_fit_N,FY_fit_N,MZ_fit_Nm,measured,heldout"
     summary = json.loads((out / "summary.json").read_text())

@@ -100,7 +100,7 @@ __all__ = [
 # demo code of the running-leg recovery, moved out of the library to the module of
 # the ``jaxmb identify`` command; reachable here, deprecated, for one release
 _MOVED = {"perturbed", "recover_running", "recovery_figure", "bands_figure"}
-_DEMO = "jaxmb._cmd_identify_running"
+_DEMO = "jaxmb.cli.identify_running"
 
 
 def __getattr__(name):

@@ -19,12 +19,12 @@ import io
 import json
 import os
 import sys
-import tempfile
 
 import numpy as np
 
-from . import identify
-from .wholebody import about_com, fit_to_plates, prior_around, root_regressor, summarize, whole_body_trial
+from .. import identify
+from . import _output
+from ..wholebody import about_com, fit_to_plates, prior_around, root_regressor, summarize, whole_body_trial
 
 __all__ = ["add_parser", "add_command", "run"]
 
@@ -49,7 +49,7 @@ def add_parser(subparsers) -> None:
     p.set_defaults(func=run)
 
 
-add_command = add_parser  # the name cli.py's _COMMANDS loop calls
+add_command = add_parser  # the name the cli's _COMMANDS loop calls
 
 
 def _fail(msg: str) -> int:
@@ -151,19 +151,6 @@ def _text(wb, data, out):
     return "\n".join(lines)
 
 
-def _atomic(path, text: str) -> None:
-    """Write text to path under a temporary name in the same folder, then rename."""
-    fd, tmp = tempfile.mkstemp(dir=os.path.dirname(path) or ".", prefix=".tmp-", suffix=os.path.basename(path))
-    try:
-        with os.fdopen(fd, "w", newline="") as f:
-            f.write(text)
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
-
-
 def _csv(header, rows) -> str:
     buf = io.StringIO()
     w = csv.writer(buf, lineterminator="\n")
@@ -199,16 +186,13 @@ def _parameters_csv(wb, report) -> str:
     return _csv(["segment", "quantity", "table", "fitted", "stderr", "unit"], rows)
 
 
-def _figure(path, data, report) -> None:
-    """residuals.png: FX, FY, MZ over time, with the vertical ground force."""
-    try:
-        import matplotlib
+def _figure(data, report):
+    """residuals.png: FX, FY, MZ over time, with the vertical ground force (a
+    matplotlib Figure: no backend, no pyplot state)."""
+    from matplotlib.figure import Figure  # optional dependency, imported on use
 
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-    except ImportError:  # optional dependency
-        return
-    fig, axes = plt.subplots(4, 1, figsize=(7, 8), sharex=True)
+    fig = Figure(figsize=(7, 8))
+    axes = fig.subplots(4, 1, sharex=True)
     t = data["time"] + 1000.0 * data["trial"]  # trials side by side
     for (kind, name), res in report["series"].items():
         if kind != "filtered":
@@ -220,22 +204,22 @@ def _figure(path, data, report) -> None:
     axes[3].set_ylabel("vertical GRF (N)")
     axes[3].set_xlabel("time (s)")
     axes[0].legend()
-    tmp = os.path.join(os.path.dirname(path), ".tmp-residuals.png")
-    fig.savefig(tmp, dpi=100)
-    plt.close(fig)
-    os.replace(tmp, path)
+    return fig
 
 
 def _write_all(args, trials, data, report) -> None:
-    """Every output file, each written atomically."""
+    """Every output file, written as one set (:func:`jaxmb.cli._output._write_outputs`)."""
     os.makedirs(args.out, exist_ok=True)
     wb = trials[0]
     summary = {"body_mass_kg": wb.body_mass, "height_m": wb.height, "files": list(args.c3d),
                "noise": {"FX_N": float(wb.noise[0]), "FY_N": float(wb.noise[1]), "M_root_Nm": float(wb.noise[2])},
                "models": report["summary"]}
-    _atomic(os.path.join(args.out, "residuals.csv"), _residuals_csv(data, report))
-    _atomic(os.path.join(args.out, "parameters.csv"), _parameters_csv(wb, report))
-    _atomic(os.path.join(args.out, "summary.json"), json.dumps(summary, indent=2) + "\n")
-    _atomic(os.path.join(args.out, "summary.txt"), report["text"] + "\n")
+    files = {
+        os.path.join(args.out, "residuals.csv"): _residuals_csv(data, report),
+        os.path.join(args.out, "parameters.csv"): _parameters_csv(wb, report),
+        os.path.join(args.out, "summary.json"): json.dumps(summary, indent=2) + "\n",
+        os.path.join(args.out, "summary.txt"): report["text"] + "\n",
+    }
     if not args.no_figure:
-        _figure(os.path.join(args.out, "residuals.png"), data, report)
+        files[os.path.join(args.out, "residuals.png")] = _output._png(_figure(data, report))
+    _output._write_outputs(files, "residuals")

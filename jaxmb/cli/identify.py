@@ -2,7 +2,7 @@
 
 Starts from the van den Bogert leg with every parameter off by +-30 % (random signs),
 fits the consistent model to the true joint moments and joint force magnitudes
-(:func:`jaxmb.identify.recover_running`), prints the report and what moments alone
+(:func:`jaxmb.cli.identify_running.recover_running`), prints the report and what moments alone
 can identify, and writes to ``--out``: ``identify_running.csv`` (recovered against
 true parameters), ``identify_recovery.png`` and ``identify_bands.png`` (the joint
 moments with the band that the anthropometric tables' spread induces). Files are
@@ -15,6 +15,12 @@ import csv
 import io
 import os
 import sys
+
+import numpy as np
+from tqdm import tqdm
+
+from .. import identify
+from . import _output, identify_running
 
 __all__ = ["add_command"]
 
@@ -75,18 +81,13 @@ def _run(args) -> int:
         except OSError as e:
             return _fail(f"cannot create --out folder {args.out!r}: {e.strerror}")
 
-    import numpy as np
-    from tqdm import tqdm
-
-    from . import identify
-    from .io import _png, _write_outputs
 
     stages = ["fit", "bands", "files"]
     bar = tqdm(total=len(stages), desc="identify", unit="stage", file=sys.stderr, leave=False,
                disable=None)  # no bar where stderr is not a terminal (a pipe, a log)
     try:
         bar.set_postfix_str("consistent fit of 12 parameters")
-        out = identify.recover_running(args.perturb, args.seed, loss=args.loss, frames=slice(None, None, args.stride))
+        out = identify_running.recover_running(args.perturb, args.seed, loss=args.loss, frames=slice(None, None, args.stride))
     except ValueError as e:
         bar.close()
         return _fail(str(e).split("\n")[0])
@@ -104,14 +105,14 @@ def _run(args) -> int:
     if args.out:
         bar.set_postfix_str("writing")
         files[os.path.join(args.out, "identify_running.csv")] = _csv_text(out["rows"])
-        files[os.path.join(args.out, "identify_recovery.png")] = _png(identify.recovery_figure(out["rows"]))
+        files[os.path.join(args.out, "identify_recovery.png")] = _output._png(identify_running.recovery_figure(out["rows"]))
         if bands is not None:
             d = trial["data"]
             sel = slice(None, None, args.stride)
             mom = np.where(trial["moment_weights"][sel, None] > 0, trial["moments"][sel], np.nan)
-            files[os.path.join(args.out, _BANDS)] = _png(identify.bands_figure(d.time[sel], bands, mom))
+            files[os.path.join(args.out, _BANDS)] = _output._png(identify_running.bands_figure(d.time[sel], bands, mom))
         try:  # every file or none
-            removed = _write_outputs(files, "identify")
+            removed = _output._write_outputs(files, "identify")
         except OSError as e:
             bar.close()
             return _fail(f"cannot write to {args.out!r}: {e}")

@@ -12,9 +12,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from .identify import (PARAMETERS, PHYSICAL, Bands, base_parameters, fit, from_physical, regressor, running_trial,
+from ..identify import (PARAMETERS, PHYSICAL, Bands, base_parameters, fit, from_physical, regressor, running_trial,
                        to_parameters, to_physical)  # fmt: skip
-from .model import Model
+from ..model import Model
 
 __all__ = ["perturbed", "recover_running", "recovery_figure", "bands_figure"]
 

@@ -10,7 +10,7 @@ trial's outputs in a folder of its own and a table of every trial's peaks
 (``trials.csv``); a file of the batch that cannot be read or analysed is named (on
 stderr and in the summary) and left out, the others analysed, and the exit status is
 then 1. Every output (CSV text, figures as PNG) is rendered first and
-then written as one set (:func:`jaxmb.io._write_files`: every file to a temporary
+then written as one set (:func:`jaxmb.cli._output._write_outputs`: every file to a temporary
 name, then the renames), so a failed run leaves no half-written file and no partial
 set; a write that fails is one line on stderr and exit status 2. The time column of
 the CSV files of a measured trial is the file's time.
@@ -29,12 +29,22 @@ from __future__ import annotations
 import argparse
 import csv
 import dataclasses
-from io import StringIO
 import os
+import re
 import sys
+import textwrap
 import warnings
+from io import StringIO
 
 import numpy as np
+from tqdm.auto import tqdm
+
+from .. import gait, io
+from ..gait import CONVENTION_TEXT, DEFAULT_MAPPING, JOINTS, MOMENT_POSITIVE, check_mapping_entry
+from . import _output
+
+#: the hint that gait.sagittal's mapping errors end with, in command-line words here
+_MAPPING_HINT = "(override with mapping=)"
 
 __all__ = ["add_command", "run"]
 
@@ -44,6 +54,7 @@ class InputError(Exception):
 
 
 def add_command(sub) -> None:
+    """Add the ``gait`` subcommand to an argparse subparsers object."""
     p = sub.add_parser(
         "gait",
         help="joint moments, powers and reactions of the leg (bundled running data, C3D or TRC + forces)",
@@ -140,7 +151,6 @@ def _load(args, progress, skipped):
     description, name, the file's time of each frame or None, the C3D file or
     None): one for the bundled data or a TRC file, one per C3D file. Of several C3D
     files, one that cannot be read is named, appended to ``skipped`` and left out."""
-    from . import gait
 
     if args.forces and not args.trc:
         raise InputError("--forces goes with --trc")
@@ -188,7 +198,6 @@ def _load(args, progress, skipped):
 def _mapping(items):
     """--marker JOINT=LABEL[,LABEL...] options as sagittal's mapping (None without),
     checked before any file is read (hip=harrington,... with three or four markers)."""
-    from .gait import DEFAULT_MAPPING, _check_mapping_entry
 
     if not items:
         return None
@@ -204,7 +213,7 @@ def _mapping(items):
         if key in out:
             raise InputError(f"--marker {key}= is given twice")
         try:
-            _check_mapping_entry(key, labs)
+            check_mapping_entry(key, labs)
         except ValueError as e:
             raise InputError(f"--marker {item!r}: {str(e).removeprefix('mapping: ')}") from None
         out[key] = labs
@@ -224,7 +233,6 @@ def _message(e: BaseException) -> str:
 def _load_one(args, mapping, path=None):
     """One measured trial: from the C3D file ``path``, or from --trc and --forces
     (``mapping``: the parsed --marker options, None for Plug-in-Gait's labels)."""
-    from . import gait, io
 
     caught = []
 
@@ -253,7 +261,7 @@ def _load_one(args, mapping, path=None):
         raise InputError(str(e)) from None
     except (OSError, ValueError, KeyError) as e:
         notes()
-        msg = _message(e).replace(gait._MAPPING_HINT, "(name the markers with --marker JOINT=LABEL[,LABEL...])")
+        msg = _message(e).replace(_MAPPING_HINT, "(name the markers with --marker JOINT=LABEL[,LABEL...])")
         if path is not None and os.path.basename(path) not in msg:  # an error that names no file: name it
             msg = f"{path}: {msg}"
         raise InputError(msg) from None
@@ -319,7 +327,6 @@ _PER_TRIAL = ("hip", "knee", "ankle", "toe", "force", "cop")
 def _name_trials(message: str, names) -> str:
     """``message`` with a batch's "(trial b)" or "(trials b, c)" replaced by those
     trials' ``names`` (kept where a name is None)."""
-    import re
 
     def named(m):
         got = [names[int(b)] for b in m.group(1).split(", ")]
@@ -339,9 +346,7 @@ def _analyze(trials, skipped=None):
     out and the batch is run again; one that names none (e.g. trials too short to
     filter) has the group's trials analysed one by one. Without ``skipped`` the
     first ValueError is raised, naming the trial's file where it names a trial."""
-    import re
 
-    from . import gait
 
     paths = [t[6] if len(t) > 6 else None for t in trials]
     if len(trials) == 1:
@@ -413,7 +418,6 @@ def _unique_names(names):
 def _peaks(res, stance):
     """Clinical-sign peaks over stance, per kg: {joint: (max moment, its % of stance,
     min moment, its % of stance, max power)}."""
-    from .gait import JOINTS
 
     r = res.to_convention("clinical")
     m, pw = r.moments_per_kg[_frames(stance)], r.powers_per_kg[_frames(stance)]
@@ -427,7 +431,6 @@ def _trials_table(names, files, results, stances, partial_stances=False):
     The column ``partial``: "no", or "start", "end" or "both" for a stance that a
     recording cuts off (its stance_s the part recorded); such a stance's peak cells
     are empty unless ``partial_stances``."""
-    from .gait import JOINTS
 
     cols = ["trial", "path", "stance", "start_s", "trial_frames", "stance_s", "body_mass_kg", "cutoff_hz",
             "partial"] + [
@@ -474,7 +477,6 @@ def _csv(names, time, *columns, header, unit=None):
 
 def _tables(res):
     """{file name: CSV text} for every result array."""
-    from .gait import JOINTS
 
     t = res.time
     out = {}
@@ -498,11 +500,9 @@ def _stance_figure(res, stances, title):
     the scale of the trial's whole stances (their mean length is 100 %; a stance cut
     at its end starts at 0 %, one cut at its start ends at 100 %), or over its frames
     recorded (cut at both ends, or without a whole stance). The title wrapped to the figure's width."""
-    import textwrap
 
     from matplotlib.figure import Figure
 
-    from .gait import _CONVENTION_TEXT, _MOMENT_POSITIVE, JOINTS
 
     fig = Figure(figsize=(11, 7.4), layout="constrained")
     axs = fig.subplots(3, 3, sharex=True)
@@ -532,7 +532,7 @@ def _stance_figure(res, stances, title):
             if i == 0:
                 ax.set_title(joint)
             if i == 1:  # each moment axis says what a positive moment is at its joint
-                ax.set_ylabel(f"{label if j == 0 else ''}\n+ {_MOMENT_POSITIVE[res.convention][j]}")
+                ax.set_ylabel(f"{label if j == 0 else ''}\n+ {MOMENT_POSITIVE[res.convention][j]}")
             elif j == 0:
                 ax.set_ylabel(label)
             if i == 2:
@@ -540,7 +540,7 @@ def _stance_figure(res, stances, title):
     if len(stances) > 1 or any(_cut(st) for st in stances):
         axs[0, 0].legend(fontsize="small")
     # wrapped (a long file path ran off both sides); a path breaks anywhere
-    fig.suptitle(textwrap.fill(str(title), 100, break_on_hyphens=False) + "\n" + _CONVENTION_TEXT[res.convention],
+    fig.suptitle(textwrap.fill(str(title), 100, break_on_hyphens=False) + "\n" + CONVENTION_TEXT[res.convention],
                  fontsize="medium")  # fmt: skip
     return fig
 
@@ -549,7 +549,6 @@ def _summary(res, truth, stances, desc, partial_stances=False):
     """(lines, RMS errors or None) of one trial: the errors against the truth, or
     the peaks over each stance; a partial stance's peaks only with
     ``partial_stances``."""
-    from . import gait
 
     span = "" if truth is not None else f" ({res.time[0]:.3f}-{res.time[-1]:.3f} s of the file)"
     lines = [f"jaxmb gait: {desc}", f"{len(res.time)} frames at {res.rate:g} Hz analysed{span}, cut-off: "
@@ -602,8 +601,6 @@ def _trial_outputs(res, truth, stances, desc, args):
     """(summary lines, {file name: CSV text or PNG bytes}) of one trial: each figure
     is rendered when made, so that a batch of many trials holds PNG bytes, not
     figures."""
-    from . import gait
-    from .io import _png
 
     lines, _ = _summary(res, truth, stances, desc, args.partial_stances)
     where = np.zeros(len(res.time), bool)
@@ -619,11 +616,11 @@ def _trial_outputs(res, truth, stances, desc, args):
     files["summary.txt"] = "\n".join(lines) + "\n"
     if not args.no_figures:
         if truth is not None:
-            files["moments.png"] = _png(gait.moments_figure(out_res, truth[0], truth[1], title=desc))
+            files["moments.png"] = _output._png(gait.moments_figure(out_res, truth[0], truth[1], title=desc))
         else:
-            files["stance.png"] = _png(_stance_figure(out_res, stances, desc))
+            files["stance.png"] = _output._png(_stance_figure(out_res, stances, desc))
         shown = effects if args.convention == "jaxmb" else gait.term_effects(out_res, where=where)
-        files["quasi_static.png"] = _png(gait.term_effects_figure(out_res, None if truth is None else truth[0], shown))
+        files["quasi_static.png"] = _output._png(gait.term_effects_figure(out_res, None if truth is None else truth[0], shown))
     return lines, files
 
 
@@ -631,9 +628,8 @@ def _write(outputs, out):
     """Write {folder: {file name: text or bytes}} as one set (the folders made first;
     those made here are removed again when the writing fails), then remove the files
     that an earlier run wrote into those folders and this one did not (listed in the
-    folder's manifest and unchanged since: :func:`jaxmb.io._write_outputs`). Returns
+    folder's manifest and unchanged since: :func:`jaxmb.cli._output._write_outputs`). Returns
     (files written, paths removed)."""
-    from .io import _write_outputs
 
     made = []
     try:
@@ -650,7 +646,7 @@ def _write(outputs, out):
                     raise InputError(f"cannot create the output folder {folder}: {_message(e)}") from None
                 made.append(d)
         try:
-            removed = _write_outputs({os.path.join(folder, name): data for folder, files in outputs.items()
+            removed = _output._write_outputs({os.path.join(folder, name): data for folder, files in outputs.items()
                                       for name, data in files.items()}, "gait")  # fmt: skip
         except OSError as e:  # the writer names the file it could not write
             where = e.filename if e.filename is not None and e.strerror else out
@@ -666,8 +662,8 @@ def _write(outputs, out):
 
 
 def run(args) -> int:
-    from tqdm.auto import tqdm
-
+    """``jaxmb gait``: read, analyse, summarise and write each trial, with a progress bar;
+    returns the exit status (1 when a file of a batch was left out)."""
     if not args.out:  # nothing is written: no figures to draw
         args.no_figures = True
 

@@ -1,6 +1,6 @@
 """``jaxmb optimal``: optimal reaches of the two-link arm, figure and CSV.
 
-Registered by :mod:`jaxmb.cli` (``_COMMANDS``). Defaults: the notes' arm (1.70 m,
+Registered by :mod:`jaxmb.cli`. Defaults: the notes' arm (1.70 m,
 70 kg) in the horizontal plane, a lateral reach in front of the body in 0.5 s,
 compared under minimum hand jerk, minimum torque change and minimum torque.
 ``--grid N`` adds the curvature of the minimum-torque-change paths (whatever
@@ -13,14 +13,22 @@ from __future__ import annotations
 
 import csv
 import io
+import math
 import os
 import sys
 import warnings
 
+import numpy as np
+
+import jaxmb
+
+from . import _output
+
 COSTS = ("hand_jerk", "joint_jerk", "torque", "torque_change")
 
 
-def add_command(sub):
+def add_command(sub) -> None:
+    """Add the ``optimal`` subcommand to an argparse subparsers object."""
     p = sub.add_parser("optimal", help="optimal reaches of the two-link arm (minimum jerk / torque change / torque)",
                        description="Optimal reaches of the notes' two-link arm (1.70 m, 70 kg; shoulder at the "
                        "origin, hand positions in m, the horizontal plane by default) under each --cost "
@@ -65,8 +73,6 @@ MIN_CHORD = 1e-9
 def curvature(hand):
     """Signed maximal lateral deviation from the start-end chord over its length, (...);
     NaN where the chord is shorter than MIN_CHORD (1e-9 m)."""
-    import numpy as np
-
     h = np.asarray(hand)
     d = h[..., -1, :] - h[..., 0, :]
     length = np.linalg.norm(d, axis=-1)
@@ -80,7 +86,6 @@ def curvature(hand):
 def figure(results, title, grid=None):
     """Hand paths and speed profiles of the criteria, one figure; with ``grid`` (the
     arguments of :func:`map_panel` after its ``ax``), a third panel: the --grid map."""
-    import numpy as np
     from matplotlib.figure import Figure
 
     fig = Figure(figsize=(9.5 if grid is None else 14.5, 4), layout="constrained")
@@ -115,10 +120,6 @@ def grid_targets(model, n: int):
     arm's reach, clear of its edges (from r_min + 2 % of r_max to 97 % of r_max), times
     n directions evenly spaced around the shoulder, counter-clockwise from +y. All
     are reachable. (n * n, 2) array, m, distance by distance."""
-    import numpy as np
-
-    import jaxmb
-
     r_min, r_max = jaxmb.workspace(model)
     radii = np.linspace(r_min + 0.02 * r_max, 0.97 * r_max, n)
     angles = np.pi / 2 + 2 * np.pi * np.arange(n) / n
@@ -131,8 +132,6 @@ def map_panel(ax, start, targets, curvature_pct, converged, skipped, reach):
     minimum-torque-change path from ``start``; unconverged ones crossed, skipped ones
     (within GRID_MIN_CHORD of the start) grey, the reach's edges ``reach`` = (r_min,
     r_max) dashed. Returns the colour scale (for a colour bar)."""
-    import numpy as np
-
     finite = np.abs(curvature_pct)[np.isfinite(curvature_pct)]
     lim = max(float(finite.max()), 1e-9) if finite.size else 1.0  # a symmetric scale around 0 %
     sc = ax.scatter(targets[:, 0], targets[:, 1], c=curvature_pct, cmap="RdBu_r", vmin=-lim, vmax=lim, s=70,
@@ -158,14 +157,24 @@ def map_panel(ax, start, targets, curvature_pct, converged, skipped, reach):
 
 
 def run(args) -> int:
-    import math
+    """``jaxmb optimal``: check every option, optimise, print, write; returns the exit status."""
+    checked = _check(args)
+    if isinstance(checked, int):
+        return checked
+    costs, model, start, end, tg, skipped = checked
+    done = _optimise(args, costs, model, start, end, tg, skipped)
+    if isinstance(done, int):
+        return done
+    results, grid_rows, grid_result = done
+    if not args.out:
+        return 0
+    return _write(args, results, model, start, tg, skipped, grid_rows, grid_result)
 
-    import numpy as np
 
-    import jaxmb
-    from jaxmb.io import _png, _write_outputs
-
-    # -------- every check before the first optimisation
+def _check(args):
+    """Every check before the first optimisation (and the ``--out`` folder, created):
+    the exit status 2 after the error line, or (costs, model, start, end (m), the grid's
+    targets or None, the targets it skips or None)."""
     costs = [c.strip() for c in args.cost.split(",") if c.strip()]
     bad = [c for c in costs if c not in COSTS]
     if not costs or bad:
@@ -213,8 +222,13 @@ def run(args) -> int:
             os.makedirs(args.out, exist_ok=True)
         except OSError as e:
             return _fail(f"cannot create --out folder {args.out!r}: {e.strerror or e}")
+    return costs, model, start, end, tg, (skipped if args.grid else None)
 
-    # -------- the optimisations
+
+def _optimise(args, costs, model, start, end, tg, skipped):
+    """The optimal reaches of each cost and those of the grid, printed: the exit status 2
+    after the error line, or (results, the grid's rows as CSV text or None, its
+    curvature (%) and convergence)."""
     try:
         with warnings.catch_warnings(record=True) as caught:  # as notes, not warning lines with a source path
             warnings.simplefilter("always")
@@ -253,10 +267,13 @@ def run(args) -> int:
               f"|curvature| median {np.median(np.abs(k)):.1f} %, max {np.max(np.abs(k)):.1f} %")
         for x, y in skipped:
             print(f"workspace: skipped target ({x:.4f}, {y:.4f}) m: within {100 * GRID_MIN_CHORD:g} cm of the start")
-    if not args.out:
-        return 0
+    return results, grid_rows, (k, converged) if tg is not None else None
 
-    # -------- all outputs as one set, at the end
+
+def _write(args, results, model, start, tg, skipped, grid_rows, grid_result) -> int:
+    """The trajectories (CSV), the figure and the grid's curvatures, as one set into
+    ``--out``."""
+    k, converged = grid_result if grid_result is not None else (None, None)
     buf = io.StringIO()
     w = csv.writer(buf)
     w.writerow(["criterion", "t_s", "q1_rad", "q2_rad", "x_m", "y_m", "vx_m_s", "vy_m_s", "tau1_Nm", "tau2_Nm"])
@@ -268,12 +285,12 @@ def run(args) -> int:
     fig = figure(results, f"optimal reaches, hand ({args.start[0]:g}, {args.start[1]:g}) m $\\rightarrow$ "
                  f"({args.end[0]:g}, {args.end[1]:g}) m in {args.duration:g} s, g = {args.gravity:g} m/s$^2$", grid)
     files = {os.path.join(args.out, "optimal_reach.csv"): buf.getvalue(),
-             os.path.join(args.out, "optimal_reach.png"): _png(fig)}
+             os.path.join(args.out, "optimal_reach.png"): _output._png(fig)}
     workspace = os.path.join(args.out, "optimal_workspace.csv")
     if grid_rows is not None:
         files[workspace] = grid_rows
     try:  # every file or none (the writer names the file it could not write)
-        removed = _write_outputs(files, "optimal")
+        removed = _output._write_outputs(files, "optimal")
     except OSError as e:
         return _fail(f"cannot write the outputs (nothing was written): {e}")
     print("\n".join(f"{what}: {path}" for what, path in zip(("trajectories", "figure", "workspace"), files)))
