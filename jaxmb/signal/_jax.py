@@ -27,7 +27,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from .._checks import _int_at_least
-from ._design import _axis, _order, _positive_rate, _scipy_signal, _weights, lowpass_design
+from ._design import _axis, _positive_rate, _scipy_signal, _weights, lowpass_design
 from ._recursion import _METHODS, _float_input, _sosfiltfilt_bt, _sosfiltfilt_tc, _to_time_channels
 
 
