@@ -21,13 +21,8 @@ from ._result import OUTPUTS
 
 #: the kernel of the pipeline's inverse dynamics: "matrix" materialises the
 #: recursion's rows, where the unrolled one recomputes it for each of the 9 rows
-#: (moments and reactions) and for each consumer of a row. Whole pipeline, 1,000
-#: running trials, medians of 3 alternated rounds in fresh processes (2-core CPU,
-#: 2026-11-24 UTC): moments and reactions 1.55-1.60 s with "matrix" and one rnea_full
-#: pass against 1.72-1.80 s with two passes and 2.1-2.3 s unrolled; the moments
-#: alone 1.35-1.45 s against 1.55-1.66 s unrolled, the reactions alone 1.30-1.32 s
-#: against 1.95-2.01 s; the whole result about equal (2.1-2.7 s, bound by writing
-#: its 1.6 GB). Ad hoc; the recorded figure is python -m benchmarks.bench_gait.
+#: (moments and reactions) and for each consumer of a row (the timings:
+#: docs/performance.md, "The gait pipeline's kernel").
 _KERNEL = "matrix"
 
 

@@ -12,13 +12,11 @@ import numpy as np
 
 
 #: trials x samples that one call of analyze's compiled computation takes on the CPU
-#: (its loop over chunks of :data:`_CHUNK` trials inside): analyze calls it step by
-#: step over a larger batch and copies each step's outputs, a few MB that the cache
-#: still holds, into the result arrays, allocated once. One call for the whole batch
-#: made XLA allocate every output afresh (1.6 GB for 1,000 running trials of the
-#: whole result), one page fault per 4 KiB each call, and its time per trial grew
-#: with the batch (2.3 ms at 500 trials, 4.6 ms at 4,000) and its memory to about
-#: 2.7 times the results (issue 39).
+#: (its loop over chunks of a few trials inside): analyze calls it step by step over
+#: a larger batch and copies each step's outputs, a few MB that the cache still
+#: holds, into the result arrays, allocated once; one call for the whole batch would
+#: allocate every output afresh, and its time per trial and its memory grow with the
+#: batch (docs/performance.md, "The gait pipeline's kernel").
 _STEP_SAMPLES = 2**16
 
 

@@ -47,9 +47,8 @@ def sosfiltfilt_jax(
         and channels updated together in direct form II transposed, as scipy's
         ``sosfilt`` (the same arithmetic); ``"blocked"``: the recursion by blocks of
         ``block`` samples as matrix products (algebraically the same; float64
-        agrees with scipy to ~1e-12 relative; with blocks of 32 samples the fastest
-        on a 2-core CPU inside :func:`jaxmb.gait.analyze`'s loop over chunks of
-        4 trials);
+        agrees with scipy to ~1e-12 relative; :func:`jaxmb.gait.analyze`'s filter,
+        with blocks of 32 samples);
         ``"split"``: the signal cut into blocks of ``block`` samples that the
         recursion runs side by side as extra channels from a zero state, plus the
         free response to each block's start state (a short chain over blocks):
