@@ -1082,3 +1082,17 @@ def test_unsettled_filter_warning_names_the_batch_trials(running):
     assert _name_trials("x (trial 1)", ["a", None]) == "x (trial 1)"
     with pytest.raises(ValueError, match="hip is an empty list of trials"):  # was "got (0,)"
         gait.analyze(**{k: [] for k in trials[0]}, rate=200.0, body_mass=70.0)
+
+
+def test_filter_option_is_the_keywords(running):
+    # analyze(filter=Filter(...)) is analyze(cutoff=..., order=..., padlen=...), to the bit;
+    # giving both is refused
+    kw = _decimated(running, step=50)
+    a = gait.analyze(**kw, cutoff=15.0, order=2, padlen=None, outputs="moments")
+    b = gait.analyze(**kw, filter=gait.Filter(15.0, padlen=None), outputs="moments")
+    np.testing.assert_array_equal(a.moments, b.moments)
+    assert b.cutoff == 15.0 and b.force_cutoff == 15.0
+    with pytest.raises(ValueError, match="not both"):
+        gait.analyze(**kw, cutoff=15.0, filter=gait.Filter(15.0))
+    with pytest.raises(ValueError, match="jaxmb.gait.Filter"):
+        gait.analyze(**kw, filter={"cutoff": 15.0})

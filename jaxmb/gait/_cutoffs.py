@@ -66,6 +66,14 @@ def _filter_settings(filter, cutoff, force_cutoff, order, padlen) -> tuple:
     return filter.cutoff, filter.force_cutoff, filter.order, filter.padlen
 
 
+def _below_nyquist(cutoff, name: str, rate: float, whose: str) -> float:
+    """A cut-off, Hz: a number in (0, rate / 2), or a ValueError naming it."""
+    cutoff = _positive(cutoff, name, "Hz")
+    if cutoff >= rate / 2:
+        raise ValueError(f"{name} {cutoff} Hz must be below the {whose} Nyquist frequency {rate / 2} Hz")
+    return cutoff
+
+
 def _cutoffs(trials, cutoff, force_cutoff, order, padlen, rate: float, force_rate: float) -> _Cutoffs:
     """analyze's cut-offs, checked against the Nyquist frequencies; with
     ``cutoff="auto"`` each trial's from the residual analysis of its eight joint-centre
@@ -81,17 +89,12 @@ def _cutoffs(trials, cutoff, force_cutoff, order, padlen, rate: float, force_rat
     if auto and cutoff != "auto":
         raise ValueError(f"cutoff must be None, a number (Hz) or 'auto', got {cutoff!r}")
     if cutoff is not None and not auto:
-        cutoff = _positive(cutoff, "cutoff", "Hz")
-        if cutoff >= rate / 2:
-            raise ValueError(f"cutoff {cutoff} Hz must be below the kinematics' Nyquist frequency {rate / 2} Hz")
+        cutoff = _below_nyquist(cutoff, "cutoff", rate, "kinematics'")
     same = isinstance(force_cutoff, str)
     if same and force_cutoff != "same":
         raise ValueError(f"force_cutoff must be 'same', None or a number (Hz), got {force_cutoff!r}")
     if force_cutoff is not None and not same:
-        force_cutoff = _positive(force_cutoff, "force_cutoff", "Hz")
-        if force_cutoff >= force_rate / 2:
-            raise ValueError(f"force_cutoff {force_cutoff} Hz must be below the force's Nyquist frequency "
-                             f"{force_rate / 2} Hz")  # fmt: skip
+        force_cutoff = _below_nyquist(force_cutoff, "force_cutoff", force_rate, "force's")
     B = trials.points[0].shape[0]
     trial_cut = np.full(B, np.nan)
     if auto:

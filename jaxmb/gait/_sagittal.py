@@ -261,7 +261,7 @@ def _frames_analysed(markers, plates, run, time, proj) -> _Span:
         warnings.warn(f"sagittal: the force plates{_src(plates)} cover {ft[0]:.3f}-{ft[-1]:.3f} s, the markers' "
                       f"complete frames{_src(markers)} {time[0]:.3f}-{time[-1]:.3f} s: the frames analysed are the "
                       f"{b2 - a2} that both cover, {time[a2]:.3f}-{time[b2 - 1]:.3f} s (frames {a + a2 + 1}-{a + b2} "
-                      "of the markers' file)", stacklevel=4)  # fmt: skip
+                      "of the markers' file)", stacklevel=3)  # fmt: skip
         proj = {k: v[a2:b2] for k, v in proj.items()}
         time, T = time[a2:b2], b2 - a2
     # the grid's last sample at or past the last frame (held there)
