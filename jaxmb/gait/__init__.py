@@ -18,7 +18,13 @@ Entry points: :func:`analyze` (2-D arrays: joint centres, force, centre of press
 loads), :func:`rms_errors`, :func:`term_effects` and :func:`term_effects_figure` (the
 notebook's quasi-static comparison), :func:`moments_figure`. 3-D marker and
 force-plate data (C3D, TRC) reach :func:`analyze` through a sagittal-plane front end,
-:func:`sagittal`.
+:func:`sagittal`. :class:`Filter` holds the low-pass filter's settings as one value.
+
+Inside (private modules, one job each): ``_analyze`` (the stages of :func:`analyze`),
+``_inputs`` and ``_cutoffs`` (its checks and cut-offs), ``_pipeline`` (the compiled
+computation), ``_dynamics`` (the leg's inverse dynamics in it), ``_steps`` (the
+stepped runner and ``out=``), ``_result``, ``_sagittal`` with ``_markers`` and
+``_contacts``, ``_terms`` and ``_figures``.
 """
 
 from ..datasets import SEGMENTS, RunningData, running_data
