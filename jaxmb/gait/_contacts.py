@@ -11,8 +11,8 @@ from ._markers import _joint_centre, _spec_labels, _src
 
 
 
-# Plate assignment of :func:`sagittal` (see its docstring for the margins measured on
-# the walking trial of tests/data/Gait.c3d).
+# Plate assignment of :func:`sagittal` (the margins measured on a walking trial:
+# docs/verification.md, "Gait: which foot stands on a plate").
 _FOOT_TOLERANCE = 0.15  # m: a foot stands on a plate whose centre of pressure is this near its heel-to-toe line
 
 

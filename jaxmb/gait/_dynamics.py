@@ -50,9 +50,8 @@ _TAN_PI8 = 0.41421356237309503
 
 
 def _atan2(y, x):
-    """``arctan2(y, x)`` as one vectorisable expression (XLA:CPU's own arctan2 took
-    about as long as the rest of the angle step in the batch pipeline, by an ad-hoc
-    profile).
+    """``arctan2(y, x)`` as one vectorisable expression (XLA:CPU's own arctan2 cost
+    about as much as the rest of the pipeline's angle step).
 
     With a = min(|x|, |y|) / max(|x|, |y|) in [0, 1]: atan(a) = pi/4 + atan(u) with
     u = (a - 1) / (a + 1) when a > tan(pi/8), else u = a, and |u| <= tan(pi/8); then

@@ -111,11 +111,8 @@ def sagittal(markers, plates=None, *, side: str = "right", mapping=None, min_for
       {S} and the file has them) stands on the plate too, or the centre of pressure
       moves more than 0.25 m away from this foot's heel-to-toe line while the load is
       substantial, the plate carries another foot and sagittal raises (one plate's
-      force cannot be split between two feet). On the walking trial of
-      ``tests/data/Gait.c3d`` the stance foot's centre of pressure stays within
-      0.063 m of its line, the stance foot moves at 0.55 m/s at most, and the other
-      foot comes within 0.15 m of the centre of pressure only while it swings past
-      at 4.4 m/s or more. A stance phase is a run of samples in which this foot's
+      force cannot be split between two feet; the margins on a measured walk:
+      docs/verification.md). A stance phase is a run of samples in which this foot's
       force is on (runs less than 50 ms apart are one); a foot that steps on two
       plates in turn has two (``stances``). A contact that the recording cuts off
       (it goes on past the markers' first or last frame, or is loaded at the
