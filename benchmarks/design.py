@@ -259,10 +259,10 @@ def in_loop(log=print) -> list:
     import jax.numpy as jnp
 
     import jaxmb
-    from jaxmb import gait
+    from jaxmb.gait import _dynamics
 
     n, ch = 250, 24004
-    model = gait._template().replace(
+    model = _dynamics._template(True).replace(
         length=jnp.array([0.42, 0.42, 0.2]), mass=jnp.array([7.0, 3.0, 1.0]),
         inertia=jnp.array([0.12, 0.05, 0.01]), com=jnp.array([[0.18, 0.0], [0.18, 0.0], [0.1, 0.0]]),
         gravity=jnp.asarray(9.81),
@@ -328,19 +328,19 @@ def _gait_case():
     import jax
     import jax.numpy as jnp
 
-    from jaxmb import gait
+    from jaxmb.gait import _inputs, _pipeline
 
     from .bench_gait import CUTOFF, make_trials
 
     d, pts, force, cop = make_trials(1000)
     static = dict(rate=d.rate, force_rate=d.rate, cutoff=CUTOFF, force_cutoff=CUTOFF, order=2, padlen="auto",
                   from_table=False, terms=False)  # fmt: skip
-    seg = gait._segment_spec(d.segments, None, "dempster", (1000,))[:3]
+    seg = _inputs._segment_spec(d.segments, None, "dempster", (1000,))[:3]
     args = (tuple(pts[k] for k in ("hip", "knee", "ankle", "toe")), force, cop, None, None, seg,
             jnp.asarray(d.gravity), None)  # fmt: skip
 
     def make(post=None, **changes):  # compiled and run once now: module stand-ins are read while tracing
-        f = functools.partial(gait._group_pipeline, **{**static, **changes})
+        f = functools.partial(_pipeline._group_pipeline, **{**static, **changes})
         fn = jax.jit(f if post is None else lambda *a: post(f(*a)))
         common.block(fn(*args))
         return fn
@@ -361,17 +361,9 @@ def gait_filter(log=print) -> list:
     (32) filters, alternated; compiled apart."""
     import jax.numpy as jnp
 
-    from jaxmb import gait
-
     make, args = _gait_case()
-    saved = gait._FILTER_METHOD, gait._FILTER_BLOCK
-    fns = {}
-    try:
-        for method, block in (("strided", 64), ("blocked", 32)):
-            gait._FILTER_METHOD, gait._FILTER_BLOCK = method, block
-            fns[f"{method}_{block}"] = make()
-    finally:
-        gait._FILTER_METHOD, gait._FILTER_BLOCK = saved
+    fns = {f"{method}_{block}": make(filter_method=method, filter_block=block)
+           for method, block in (("strided", 64), ("blocked", 32))}
     diff = float(jnp.max(jnp.abs(fns["strided_64"](*args)["moments"] - fns["blocked_32"](*args)["moments"])))
     log(f"gait_filter: moments differ by {diff:.1e} N m")
     return _timed("gait_filter", fns, args, {"trials": 1000, "frames": 6001, "max_moment_difference_Nm": diff}, log)
@@ -385,15 +377,15 @@ def gait_padlen(log=print) -> list:
     import jax.numpy as jnp
 
     from jaxmb import signal
-    from jaxmb._filters import _lowpass_design
+    from jaxmb.signal import lowpass_design
 
     from .bench_gait import CUTOFF
 
     make, args = _gait_case()
     fns = {"scipy_9": make(padlen=None), "auto": make()}
-    pad = _lowpass_design(10000.0, CUTOFF, 2, False, "auto", 6001)[1]
+    pad = lowpass_design(10000.0, CUTOFF, 2, False, "auto", 6001)[1]
     diff = float(jnp.max(jnp.abs(fns["scipy_9"](*args)["moments"] - fns["auto"](*args)["moments"])))
-    log(f"gait_padlen: padlen 'auto' = {pad} samples (settling_samples {signal.settling_samples(_lowpass_design(10000.0, CUTOFF, 2, False, None, 6001)[0])}); "
+    log(f"gait_padlen: padlen 'auto' = {pad} samples (settling_samples {signal.settling_samples(lowpass_design(10000.0, CUTOFF, 2, False, None, 6001)[0])}); "
         f"the moments differ by up to {diff:.1f} N m (the edges)")
     return _timed("gait_padlen", fns, args, {"trials": 1000, "frames": 6001, "padlen_auto": pad,
                                              "max_moment_difference_Nm": diff}, log)  # fmt: skip
@@ -407,7 +399,8 @@ def gait_parts(log=print) -> list:
     (``getrusage``)."""
     import jax.numpy as jnp
 
-    from jaxmb import _filters, gait
+    from jaxmb import gait
+    from jaxmb.gait import _pipeline
 
     make, args = _gait_case()
 
@@ -424,15 +417,16 @@ def gait_parts(log=print) -> list:
     def no_filter(kin, frc, mz, **kw):
         return kin, frc, mz
 
-    saved = gait._dynamics, _filters.derivative_jax, gait._filter_group
+    # stand-ins for the pipeline's stages, read while tracing (make() compiles at once)
+    saved = _pipeline._dynamics, _pipeline.derivative_jax, _pipeline._filter_group
     fns = {"whole": make()}
     try:
-        gait._dynamics = no_dynamics
+        _pipeline._dynamics = no_dynamics
         fns["no_dynamics"] = make()
-        _filters.derivative_jax, gait._filter_group = stand_in_derivative, no_filter
+        _pipeline.derivative_jax, _pipeline._filter_group = stand_in_derivative, no_filter
         fns["no_dynamics_filter_derivatives"] = make()
     finally:
-        gait._dynamics, _filters.derivative_jax, gait._filter_group = saved
+        _pipeline._dynamics, _pipeline.derivative_jax, _pipeline._filter_group = saved
     fns["without_powers_and_segment_reactions"] = make(
         lambda out: {k: v for k, v in out.items() if k not in ("powers", "reactions_segment")})
     use = common.rusage(lambda: common.block(fns["whole"](*args)))

@@ -267,3 +267,51 @@ def prepare(model: Model, *xs):
     that dtype cannot hold: :meth:`Model.astype`)."""
     dtype = _float_dtype(*xs)
     return model.astype(dtype), dtype
+
+
+# ------------------------------------------- NumPy arguments of the applications
+# (eager checks of plain NumPy inputs: rates, cut-offs, counts, measured arrays)
+
+
+def _as_float(x, name: str) -> np.ndarray:
+    """x as a float64 NumPy array, or a ValueError naming ``name``."""
+    try:
+        return np.asarray(x, dtype=np.float64)
+    except (TypeError, ValueError):
+        raise ValueError(f"{name} must be a numeric array, got {type(x).__name__}") from None
+
+
+def _positive(x, name: str, unit: str) -> float:
+    """A finite number > 0 (a rate, a cut-off), or a ValueError naming it."""
+    try:
+        v = float(x)
+    except (TypeError, ValueError):
+        raise ValueError(f"{name} must be a number ({unit}), got {x!r}") from None
+    if not np.isfinite(v) or v <= 0:
+        raise ValueError(f"{name} must be > 0 {unit}, got {v}")
+    return v
+
+
+def _int_at_least(x, name: str, minimum: int, what: str = "") -> int:
+    """An int (not a bool, not a float) >= minimum, or a ValueError naming it."""
+    if isinstance(x, bool) or not isinstance(x, (int, np.integer)) or x < minimum:
+        raise ValueError(f"{name} must be an int >= {minimum}{what}, got {x!r}")
+    return int(x)
+
+
+def _finite_array(x, name: str = "x") -> np.ndarray:
+    """x as a real NumPy array (integers as float64), finite, or a ValueError naming
+    ``name`` and the index of the first NaN or infinite value."""
+    x = np.asarray(x)
+    if not np.issubdtype(x.dtype, np.number) or np.iscomplexobj(x):
+        raise ValueError(f"{name} must be a real numeric array, got dtype {x.dtype}")
+    if np.issubdtype(x.dtype, np.integer):
+        x = x.astype(np.float64)
+    if not np.all(np.isfinite(x)):
+        bad = np.argwhere(~np.isfinite(x))[0]
+        raise ValueError(
+            f"{name} contains NaN or infinite values (first at index {tuple(int(i) for i in bad)}): "
+            "fill gaps before filtering"
+        )
+    return x
+

@@ -652,4 +652,28 @@ def seven_segment_parts(table: str = "dempster", height: float = 1.0, body_mass:
     return SEVEN_SEGMENT_PARENT, lengths, parts
 
 
-__all__ += ["table_rows", "row_key", "seven_segment_parts"]
+def table_row(table: str, segment: str) -> dict:
+    """The fractions of one row of an anthropometric table.
+
+    Args:
+      table: a name from :func:`tables` ("dempster", "deleva_male", ...).
+      segment: a segment of that table (:func:`segments`), e.g. "thigh".
+
+    Returns:
+      dict with "mass" (fraction of body mass), "com" (centre of mass, fraction of
+      the length from the first endpoint), "gyration" (radius of gyration about the
+      centre of mass, fraction of the length; NaN where not given) and "length"
+      (fraction of body height, or None).
+
+    Raises:
+      ValueError: an unknown table or segment.
+
+    Example:
+      >>> table_row("dempster", "thigh")["mass"]
+      0.1
+    """
+    r = _row(table, segment)
+    return {"mass": r.mass, "com": r.com, "gyration": r.gyration, "length": r.length}
+
+
+__all__ += ["table_rows", "table_row", "row_key", "seven_segment_parts"]

@@ -56,7 +56,7 @@ def test_gait_default_writes_every_result_and_meets_the_targets(tmp_path, capsys
     # the segment-frame reactions are the world-frame ones rotated: the same magnitudes
     np.testing.assert_allclose(np.linalg.norm(rea_seg, axis=-1), np.linalg.norm(rea, axis=-1), rtol=0, atol=1e-4)
     # the ground reaction as given (unfiltered), its centre of pressure where the
-    # vertical force exceeds 20 N (held below: gait._COP_FORCE)
+    # vertical force exceeds 20 N (held below: gait._pipeline._COP_FORCE)
     np.testing.assert_allclose(grf[:, :2], d.force, rtol=0, atol=1e-9)
     loaded = d.force[:, 1] > 20.0
     np.testing.assert_allclose(grf[loaded, 2], d.cop[loaded], rtol=0, atol=1e-9)

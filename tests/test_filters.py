@@ -1,4 +1,4 @@
-"""jaxmb._filters: the JAX low-pass filter and derivative agree with jaxmb.signal / scipy."""
+"""jaxmb.signal's JAX functions: the JAX low-pass filter and derivative agree with jaxmb.signal / scipy."""
 
 import jax
 import jax.numpy as jnp
@@ -6,8 +6,8 @@ import numpy as np
 import pytest
 import scipy.signal as ss
 
-from jaxmb import _filters, signal
-from jaxmb._filters import derivative_jax, lowpass_jax, sosfiltfilt_jax
+from jaxmb import signal
+from jaxmb.signal import derivative_jax, lowpass_jax, sosfiltfilt_jax
 
 RATE = 200.0
 
@@ -201,23 +201,23 @@ def test_ragged_filtfilt_and_derivative_equal_each_trial_alone():
     for b in range(B):
         xp[b, n[b] :] = np.nan
     clean = np.where(np.isnan(xp), 0.0, xp)  # as analyze passes them (a select, not NaN)
-    mats, p = _filters.ragged_design(sos, n, pads, 32)
+    mats, p = signal.ragged_design(sos, n, pads, 32)
     assert mats[0].shape == (B, 32, 32)
-    y = np.asarray(_filters.ragged_sosfiltfilt(clean, n, p, mats, int(pads.max())))
+    y = np.asarray(signal.ragged_sosfiltfilt(clean, n, p, mats, int(pads.max())))
     for b in range(B):
         want = ss.sosfiltfilt(sos[b], x[b, : n[b]], axis=0, padlen=pads[b])
         np.testing.assert_allclose(y[b, : n[b]], want, rtol=0, atol=1e-12 * np.abs(want).max())
     assert np.isfinite(y).all()
-    one, p1 = _filters.ragged_design([sos[0]] * B, n, pads, 16)
+    one, p1 = signal.ragged_design([sos[0]] * B, n, pads, 16)
     assert one[0].shape == (16, 16)  # one filter: no per-trial matrices
-    y1 = np.asarray(_filters.ragged_sosfiltfilt(clean, n, p1, one, 128))
+    y1 = np.asarray(signal.ragged_sosfiltfilt(clean, n, p1, one, 128))
     for b in range(B):
         want = ss.sosfiltfilt(sos[0], x[b, : n[b]], axis=0, padlen=pads[b])
         np.testing.assert_allclose(y1[b, : n[b]], want, rtol=0, atol=1e-12 * np.abs(want).max())
     with pytest.raises(ValueError, match="padlen"):
-        _filters.ragged_design(sos, n, n, 32)
+        signal.ragged_design(sos, n, n, 32)
     for order in (1, 2, 3, 4):
-        d = np.asarray(_filters.ragged_derivative(clean, rate, order, n))
+        d = np.asarray(signal.ragged_derivative(clean, rate, order, n))
         for b in range(B):
             want = signal.derivative(x[b, : n[b]], rate, order, axis=0)
             np.testing.assert_allclose(d[b, : n[b]], want, rtol=0, atol=1e-12 * np.abs(want).max())

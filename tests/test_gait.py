@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 
 from jaxmb import gait, signal
+from jaxmb.gait import _contacts, _dynamics, _pipeline
 
 HERE = pathlib.Path(__file__).parent
 G = 9.80665
@@ -191,13 +192,13 @@ def test_unfiltered_batch_is_one_call(running, monkeypatch):
     kw = _decimated(running)
     stacked = {k: np.stack([kw[k]] * 4) for k in ("hip", "knee", "ankle", "toe", "force", "cop")}
     calls = []
-    jitted = gait._jitted
+    jitted = _pipeline._jitted
 
     def counting(**static):
         fn = jitted(**static)
         return lambda *a: calls.append(1) or fn(*a)
 
-    monkeypatch.setattr(gait, "_jitted", counting)
+    monkeypatch.setattr(_pipeline, "_jitted", counting)
     res = gait.analyze(**stacked, rate=kw["rate"], segments=kw["segments"], gravity=G, cutoff=None)
     assert len(calls) == 1 and res.moments.shape == (4, 601, 3)
     np.testing.assert_allclose(res.moments[3], res.moments[0], rtol=0, atol=0)
@@ -231,7 +232,7 @@ def test_outputs_select_fields_with_the_same_values(running):
     with pytest.raises(ValueError, match="no powers"):
         clin.powers_per_kg
     # terms= needs the moments, reactions and force (term_effects): it adds them
-    assert gait._outputs("angles", True) == ("angles", "moments", "reactions", "force")
+    assert _pipeline._outputs("angles", True) == ("angles", "moments", "reactions", "force")
     for bad in ("moment", (), ("moments", "torques")):
         with pytest.raises(ValueError, match="outputs must be names from"):
             gait.analyze(**two, **args, outputs=bad)
@@ -257,23 +258,23 @@ def test_loop_over_chunks_of_trials_with_padding(running, monkeypatch):
     five = {k: kw[k] + shift for k in ("hip", "knee", "ankle", "toe")}
     five.update(force=kw["force"] * rng.uniform(0.9, 1.1, (5, 1, 1)), cop=kw["cop"] + shift[..., 0])
     args = dict(rate=kw["rate"], segments=kw["segments"], gravity=G, cutoff=50.0, outputs=("moments", "force"))
-    assert gait._pipeline_chunk("cpu", 601) == 4 and gait._chunk_size(5, 4) == 3
+    assert _pipeline._pipeline_chunk("cpu", 601) == 4 and _pipeline._chunk_size(5, 4) == 3
     # balanced chunks pad fewer trials than there are chunks
     for B, target in ((699, 698), (1001, 698), (1000, 4), (7, 4), (1, 4)):
-        b = gait._chunk_size(B, target)
+        b = _pipeline._chunk_size(B, target)
         n = -(-B // b)
         assert b <= target and n * b - B < n, (B, target, b)
     # an accelerator's step: as many trials as fit in 2^22 samples (a quarter with
     # terms), at least one
     for frames, terms in ((6001, False), (6001, True), (601, False), (2**23, False)):
-        k = gait._pipeline_chunk("gpu", frames, terms)
+        k = _pipeline._pipeline_chunk("gpu", frames, terms)
         budget = 2**22 // (4 if terms else 1)
         assert k >= 1 and (k * frames <= budget or k == 1) and (k + 1) * frames > budget
     import jax
 
-    assert gait._platform() == jax.default_backend()  # no default device set
+    assert _pipeline._platform() == jax.default_backend()  # no default device set
     looped = gait.analyze(**five, **args)
-    monkeypatch.setattr(gait, "_pipeline_chunk", lambda platform, frames, terms: 8)
+    monkeypatch.setattr(_pipeline, "_pipeline_chunk", lambda platform, frames, terms: 8)
     whole = gait.analyze(**five, **args)
     np.testing.assert_allclose(looped.moments, whole.moments, rtol=1e-12, atol=1e-9)
     np.testing.assert_allclose(looped.force, whole.force, rtol=1e-12, atol=1e-9)
@@ -309,7 +310,7 @@ def test_float32_at_a_lab_rate(running):
     # float32 first, from a cleared template cache (the pipeline at 200 Hz is traced
     # afresh: no other test uses that rate): the float64 call that follows once warned
     # that "the model's parameters are float32" (a leg template cached at float32)
-    gait._template.cache_clear()
+    _dynamics._template.cache_clear()
     r32 = gait.analyze(**pts, **args, dtype="float32")
     with warnings.catch_warnings():
         warnings.simplefilter("error")
@@ -699,14 +700,14 @@ def test_cop_output_is_the_filtered_forces_line_of_action(c3d):
     raw = gait.analyze(**sg.inputs(), body_mass=sg.body_weight / 9.81, outputs=("cop", "force"))
     every = np.arange(len(sg.hip)) * int(round(sg.force_rate / sg.rate))
     fy, cop = sg.force[every, 1], sg.cop[every]
-    on = fy > gait._COP_FORCE
+    on = fy > _pipeline._COP_FORCE
     np.testing.assert_allclose(raw.cop[on], cop[on], atol=1e-12)
     nxt = np.flatnonzero(on)[np.minimum(np.searchsorted(np.flatnonzero(on), np.flatnonzero(~on)), on.sum() - 1)]
     np.testing.assert_allclose(raw.cop[~on], cop[nxt], atol=1e-12)
     m0 = sg.cop[:, 0] * sg.force[:, 1] - sg.cop[:, 1] * sg.force[:, 0]
     couple = signal.lowpass(m0, sg.force_rate, 6.0, padlen="auto")[every]  # the filtered moment about the origin
     f = res.force
-    on = f[:, 1] > gait._COP_FORCE
+    on = f[:, 1] > _pipeline._COP_FORCE
     got = res.cop[:, 0] * f[:, 1] - res.cop[:, 1] * f[:, 0]
     np.testing.assert_allclose(got[on], couple[on], atol=1e-9 * np.abs(couple).max())
     assert np.ptp(res.cop[on, 1]) < 0.01  # the plates' surface
@@ -734,9 +735,9 @@ def test_foot_loads_equal_point_load():
     q = np.concatenate([rng.normal(size=(50, 2)), rng.uniform(-4, 4, (50, 3))], 1)
     frc = rng.normal(size=(50, 4)) * [200, 800, 0.3, 0.02]
     mz = rng.normal(size=50)
-    model = gait._template(True).replace(length=jnp.asarray(L), com=jnp.stack([d, np.zeros(3)], -1))
+    model = _dynamics._template(True).replace(length=jnp.asarray(L), com=jnp.stack([d, np.zeros(3)], -1))
     ref = jax.vmap(lambda a, f, z: point_load(model, a, "foot", f[2:], f[:2], z))(q, frc, mz)
-    got = gait._foot_loads(L, d, q, frc, mz)
+    got = _dynamics._foot_loads(L, d, q, frc, mz)
     np.testing.assert_allclose(got, ref, rtol=1e-13, atol=1e-12)
 
 
@@ -751,7 +752,7 @@ def test_atan2_matches_numpy():
     edge = np.array([0.0, -0.0, 1.0, -1.0, 1e-300, np.tan(np.pi / 8)])
     X, Y = np.meshgrid(edge, edge)
     x, y = np.concatenate([x, X.ravel(), -X.ravel()]), np.concatenate([y, Y.ravel(), Y.ravel()])
-    got, ref = np.asarray(jax.jit(gait._atan2)(y, x)), np.arctan2(y, x)
+    got, ref = np.asarray(jax.jit(_dynamics._atan2)(y, x)), np.arctan2(y, x)
     assert np.array_equal(np.signbit(got), np.signbit(ref))
     assert np.abs(got - ref).max() <= 4 * np.spacing(np.pi)
 
@@ -789,18 +790,18 @@ def test_sagittal_contacts_and_margins_on_the_walking_trial(lab):
     load = np.linalg.norm(plates.force, axis=-1) > 20
     fidx = np.round((plates.time - markers.time[0]) * markers.rate).astype(int)
     feet = {S: (markers.get(f"{S}HEE"), markers.get(f"{S}TOE")) for S in "RL"}
-    speed = {S: np.minimum(gait._speed(h, markers.rate), gait._speed(t, markers.rate)) for S, (h, t) in feet.items()}
+    speed = {S: np.minimum(_contacts._speed(h, markers.rate), _contacts._speed(t, markers.rate)) for S, (h, t) in feet.items()}
     for k, stance, swing in ((1, "R", "L"), (0, "L", "R")):
         idx = np.flatnonzero(load[:, k])
         v = plates.force[idx, k] @ up
-        big = idx[v > gait._SUBSTANTIAL * v.max()]
+        big = idx[v > _contacts._SUBSTANTIAL * v.max()]
         fr = fidx[big]
-        d_stance = gait._line_distance(plates.cop[big, k], feet[stance][0][fr], feet[stance][1][fr], up)
-        d_swing = gait._line_distance(plates.cop[big, k], feet[swing][0][fr], feet[swing][1][fr], up)
-        assert d_stance.max() < 0.07 < gait._FOOT_EXCURSION  # 0.063 m measured
-        assert speed[stance][fr].max() < 0.6 < gait._FOOT_STILL  # 0.55 m/s
-        near = d_swing < gait._FOOT_TOLERANCE
-        assert near.any() and speed[swing][fr][near].min() > 4.0 > gait._FOOT_STILL  # swings past at 4.4 m/s
+        d_stance = _contacts._line_distance(plates.cop[big, k], feet[stance][0][fr], feet[stance][1][fr], up)
+        d_swing = _contacts._line_distance(plates.cop[big, k], feet[swing][0][fr], feet[swing][1][fr], up)
+        assert d_stance.max() < 0.07 < _contacts._FOOT_EXCURSION  # 0.063 m measured
+        assert speed[stance][fr].max() < 0.6 < _contacts._FOOT_STILL  # 0.55 m/s
+        near = d_swing < _contacts._FOOT_TOLERANCE
+        assert near.any() and speed[swing][fr][near].min() > 4.0 > _contacts._FOOT_STILL  # swings past at 4.4 m/s
 
 
 def test_sagittal_rejects_a_plate_loaded_by_both_feet(lab):
@@ -987,9 +988,9 @@ def test_ragged_trials_one_compiled_call_each_as_alone(running, monkeypatch):
     # cut-off: seconds each), and each trial's every output and term as the trial
     # alone (float64 rounding, amplified by second differences)
     traces = []
-    inner = gait._chunk_pipeline
-    monkeypatch.setattr(gait, "_chunk_pipeline", lambda *a, **k: traces.append(1) or inner(*a, **k))
-    gait._jitted.cache_clear()
+    inner = _pipeline._chunk_pipeline
+    monkeypatch.setattr(_pipeline, "_chunk_pipeline", lambda *a, **k: traces.append(1) or inner(*a, **k))
+    _pipeline._jitted.cache_clear()
     lens = (121, 100, 90, 64)
     trials = _ragged_trials(running, lens)
     kw = dict(rate=200.0, force_rate=1000.0, segments=running.segments, gravity=G, cutoff="auto",
@@ -1081,3 +1082,17 @@ def test_unsettled_filter_warning_names_the_batch_trials(running):
     assert _name_trials("x (trial 1)", ["a", None]) == "x (trial 1)"
     with pytest.raises(ValueError, match="hip is an empty list of trials"):  # was "got (0,)"
         gait.analyze(**{k: [] for k in trials[0]}, rate=200.0, body_mass=70.0)
+
+
+def test_filter_option_is_the_keywords(running):
+    # analyze(filter=Filter(...)) is analyze(cutoff=..., order=..., padlen=...), to the bit;
+    # giving both is refused
+    kw = _decimated(running, step=50)
+    a = gait.analyze(**kw, cutoff=15.0, order=2, padlen=None, outputs="moments")
+    b = gait.analyze(**kw, filter=gait.Filter(15.0, padlen=None), outputs="moments")
+    np.testing.assert_array_equal(a.moments, b.moments)
+    assert b.cutoff == 15.0 and b.force_cutoff == 15.0
+    with pytest.raises(ValueError, match="not both"):
+        gait.analyze(**kw, cutoff=15.0, filter=gait.Filter(15.0))
+    with pytest.raises(ValueError, match="jaxmb.gait.Filter"):
+        gait.analyze(**kw, filter={"cutoff": 15.0})

@@ -188,10 +188,10 @@ def test_stance_figure_title_of_a_long_path_stays_in_the_figure():
     canvas.draw()
     box = fig._suptitle.get_window_extent(canvas.get_renderer())
     assert box.x0 >= 0 and box.x1 <= fig.bbox.width, (box, fig.bbox)
-    from jaxmb.gait import _CONVENTION_TEXT
+    from jaxmb.gait import CONVENTION_TEXT
 
     assert fig._suptitle.get_text().replace("\n", "").replace(" ", "") == \
-        (f"{path}.trc + {path}.forces, right leg, body mass 61.1 kg" + _CONVENTION_TEXT["jaxmb"]).replace(
+        (f"{path}.trc + {path}.forces, right leg, body mass 61.1 kg" + CONVENTION_TEXT["jaxmb"]).replace(
             "\n", "").replace(" ", "")  # fmt: skip
     # each moment axis says what a positive moment is at its joint
     assert [ax.get_ylabel() for ax in fig.axes[3:6]] == ["moment (N m/kg)\n+ flexor", "\n+ extensor",

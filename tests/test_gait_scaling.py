@@ -2,13 +2,16 @@
 trials a step into result arrays allocated once (no whole-batch buffers), with the
 same values as each trial alone; ``out=`` writes the results to memory-mapped files."""
 
+import functools
+
 import numpy as np
 import pytest
 
-from jaxmb import gait
+from jaxmb import gait, signal
+from jaxmb.gait import _pipeline, _steps
 
 FRAMES = 121  # the running trial at 200 Hz
-STEP = 8  # trials per compiled call in these tests (gait._STEP_SAMPLES set to match)
+STEP = 8  # trials per compiled call in these tests (the steps' samples set to match)
 
 
 @pytest.fixture(scope="module")
@@ -32,9 +35,9 @@ def trials():
 @pytest.fixture
 def steps(monkeypatch):
     """Every compiled call's number of trials, with steps of STEP trials."""
-    monkeypatch.setattr(gait, "_STEP_SAMPLES", FRAMES * STEP, raising=False)
+    monkeypatch.setattr(_steps, "_step_trials", functools.partial(_steps._step_trials, samples=FRAMES * STEP))
     calls = []
-    jitted = gait._jitted
+    jitted = _pipeline._jitted
 
     def recording(**static):
         fn = jitted(**static)
@@ -45,7 +48,7 @@ def steps(monkeypatch):
 
         return call
 
-    monkeypatch.setattr(gait, "_jitted", recording)
+    monkeypatch.setattr(_pipeline, "_jitted", recording)
     return calls
 
 
@@ -149,11 +152,11 @@ def test_filter_pads_cost_no_pass_over_them():
     import jax
     import scipy.signal as ss
 
-    from jaxmb._filters import lowpass_jax
+    from jaxmb.signal import lowpass_jax
 
     rate, cut, n = 10000.0, 15.0, 6001
     sos = ss.butter(2, cut / (rate / 2), output="sos")
-    pad = gait._signal.settling_samples(sos)
+    pad = signal.settling_samples(sos)
     assert pad == 1383
     x = np.cumsum(np.random.default_rng(3).normal(size=(n, 3)), 0)
 
@@ -171,8 +174,8 @@ def test_filter_pads_cost_no_pass_over_them():
 
 def test_out_interrupted_between_steps_leaves_no_file(trials, monkeypatch, tmp_path):
     pts, force, cop, kw = trials
-    monkeypatch.setattr(gait, "_STEP_SAMPLES", FRAMES * STEP, raising=False)
-    jitted, calls = gait._jitted, []
+    monkeypatch.setattr(_steps, "_step_trials", functools.partial(_steps._step_trials, samples=FRAMES * STEP))
+    jitted, calls = _pipeline._jitted, []
 
     def interrupted(**static):
         fn = jitted(**static)
@@ -185,7 +188,7 @@ def test_out_interrupted_between_steps_leaves_no_file(trials, monkeypatch, tmp_p
 
         return call
 
-    monkeypatch.setattr(gait, "_jitted", interrupted)
+    monkeypatch.setattr(_pipeline, "_jitted", interrupted)
     folder = tmp_path / "results"
     with pytest.raises(KeyboardInterrupt):
         gait.analyze(**pts, force=force, cop=cop, **kw, outputs="moments", out=folder)

@@ -40,11 +40,10 @@ import numpy as np
 from tqdm.auto import tqdm
 
 from .. import gait, io
-from ..gait import CONVENTION_TEXT, DEFAULT_MAPPING, JOINTS, MOMENT_POSITIVE, check_mapping_entry
+from ..gait import CONVENTION_TEXT, DEFAULT_MAPPING, JOINTS, MAPPING_HINT, MOMENT_POSITIVE, check_mapping_entry
 from . import _output
 
 #: the hint that gait.sagittal's mapping errors end with, in command-line words here
-_MAPPING_HINT = "(override with mapping=)"
 
 __all__ = ["add_command", "run"]
 
@@ -261,7 +260,7 @@ def _load_one(args, mapping, path=None):
         raise InputError(str(e)) from None
     except (OSError, ValueError, KeyError) as e:
         notes()
-        msg = _message(e).replace(_MAPPING_HINT, "(name the markers with --marker JOINT=LABEL[,LABEL...])")
+        msg = _message(e).replace(MAPPING_HINT, "(name the markers with --marker JOINT=LABEL[,LABEL...])")
         if path is not None and os.path.basename(path) not in msg:  # an error that names no file: name it
             msg = f"{path}: {msg}"
         raise InputError(msg) from None
