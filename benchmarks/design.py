@@ -56,14 +56,14 @@ its internal (dof, B) layout).
    samples, compile and run, two rounds in alternating order.
 11. ``adjoint_reduction``: the adjoint's reduction, jit(grad) of ``sum(tau**2)``
    w.r.t. the model with the inputs as arguments: its partial sums per row
-   (``jaxmb.batch._lanes``, L = 1, 2, 4, 8, float64) and its input layout (batch-first
+   (``jaxmb._engine.Tuning.lanes``, L = 1, 2, 4, 8, float64) and its input layout (batch-first
    or transposed, ``_ADJOINT_FIRST_MIN``), chains of 3, 10, 16, 20 and 24 segments
    and the human at 1e5 samples; and L = 2, 8, 64 in float32 for the 3-chain at 1e6
    samples with each one's error against the float64 gradient. Each variant is
    compiled from cleared caches, and all of a model are alternated.
 12. ``kernel_crossover``: inverse dynamics by the unrolled recursion against the
    matrix form at 1e5 samples, chains of 3 to 10 segments and the human, alternated
-   (the CPU rule of "auto", ``jaxmb.batch._UNROLLED_DEPTH_CPU``); about 1 minute.
+   (the CPU rule of "auto", ``jaxmb._engine.layout._UNROLLED_DEPTH_CPU``); about 1 minute.
 13. ``compile_backend``: the compile time of the human's gradients w.r.t. the model
    (inverse dynamics, forward dynamics, a 10-step ``simulate``; B = 1e3) with XLA's
    defaults, with LLVM's optimisation passes off and with the older CPU loop emitter
@@ -71,7 +71,7 @@ its internal (dof, B) layout).
    each gradient's run time, with the 3-chain's inverse and forward dynamics at 1e5
    samples: how much of the compile is code generation, and what each setting costs
    at run time; about 2 minutes.
-14. ``sincos_guard``: what :func:`jaxmb.batch.sincos`'s range guard costs (NaN
+14. ``sincos_guard``: what :func:`jaxmb._math.sincos`'s range guard costs (NaN
    beyond ``SINCOS_LIMIT``, against the form before it, kept here as
    ``_sincos_unguarded``; a quadrant in floating point, which would allow a float64
    limit of 2^50 rad, cost 5 % of the float64 inverse dynamics in two runs):

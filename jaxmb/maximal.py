@@ -518,9 +518,8 @@ def simulate_maximal(model: Model, p0, pd0, dt, steps: int, *, loads=None, has_a
             pdd, mu, aux = evaluate(t_s, p_s, v_s)
             return pdd, (pdd, mu, aux)
 
-        p_next, pd_next, out = rk4_scan(rhs, t, p, pd, dt, dtype)
         # the first stage is the sample itself: its accelerations, multipliers and aux
-        sample = jax.tree_util.tree_map(lambda x: x[0], out)
+        p_next, pd_next, sample = rk4_scan(rhs, t, p, pd, dt, dtype)
         return (p_next, pd_next), (p, pd) + sample
 
     # steps + 1 samples: the last step's update is discarded

@@ -713,3 +713,17 @@ def test_adjoint_layouts(first_min):
                     for g in ("adjoint", "autodiff"))  # fmt: skip
         for a, b in zip(jax.tree_util.tree_leaves(got), jax.tree_util.tree_leaves(ref)):
             np.testing.assert_allclose(a, b, rtol=RTOL, atol=1e-8, err_msg=name)
+
+
+def test_batch_module_is_a_deprecated_shim():
+    # jaxmb.batch (the engine's old module) warns on import and forwards its names
+    import importlib
+    import sys
+
+    sys.modules.pop("jaxmb.batch", None)
+    with pytest.warns(DeprecationWarning, match="jaxmb.batch is deprecated"):
+        batch = importlib.import_module("jaxmb.batch")
+    assert batch.sincos is _math.sincos and batch.SINCOS_LIMIT is _math.SINCOS_LIMIT
+    assert batch.Spec is _engine.Spec and batch.run is _engine.run and batch._aba_rows is not None
+    with pytest.raises(AttributeError):
+        batch._FD_SOLVER  # a Tuning field now: Spec(..., tuning=Tuning(solver=...))

@@ -279,3 +279,11 @@ def test_non_finite_inputs_bad_steps_and_ragged_lists_raise():
         with pytest.raises(ValueError, match=message):
             call()
     assert maximal.simulate_maximal(model, p, pd, 1e-3, 0).p.shape == (1, 3, 3)
+
+
+def test_deprecated_names_warn_and_forward():
+    # joint_positions, point_position, simulate and Trajectory repeated top-level names
+    # of minimal coordinates: deprecated aliases of the maximal_* names for one release
+    for old, new in maximal._DEPRECATED.items():
+        with pytest.warns(DeprecationWarning, match=f"jaxmb.maximal.{new}"):
+            assert getattr(maximal, old) is getattr(maximal, new)

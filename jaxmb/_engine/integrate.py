@@ -32,7 +32,8 @@ def rk4_scan(f, t, y, v, dt, dtype):
       dtype: the dtype of the stage table.
 
     Returns:
-      (y_next, v_next, outs): ``outs`` stacks the four stages' ``out`` on a leading axis.
+      (y_next, v_next, out0): ``out0`` is the first stage's ``out``, that of the
+      state (t, y, v) itself.
     """
 
     def stage(carry, coef):
@@ -44,7 +45,8 @@ def rk4_scan(f, t, y, v, dt, dtype):
 
     zero = jnp.zeros_like(y)
     ((_, _), (sy, sv)), outs = jax.lax.scan(stage, ((zero, zero), (zero, zero)), jnp.asarray(RK4_STAGES, dtype))
-    return y + dt / 6 * sy, v + dt / 6 * sv, outs
+    out0 = jax.tree_util.tree_map(lambda x: x[0], outs)
+    return y + dt / 6 * sy, v + dt / 6 * sv, out0
 
 
 def rk4_unrolled(f, t, y, v, dt):

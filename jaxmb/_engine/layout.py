@@ -150,9 +150,9 @@ def _map_chunks(fn, xs, chunk: int, method: str, batch_first: bool = False, inpu
     transposed likewise (not for the mass matrix, whose (dof, dof, chunk) blocks
     transposed 2.4x slower than the whole (dof, dof, B) array at once). XLA
     otherwise transposes the whole batch in a pass of its own or, fused into the
-    kernel, reads and writes with a stride of the row length: for a 20-segment chain
-    at B = 1e5 the kernel took 80 ms with (B, dof) inputs and outputs and 43 ms
-    with its chunks transposed in cache (42 ms on (dof, B) inputs and outputs).
+    kernel, reads and writes with a stride of the row length (for a 20-segment
+    chain, nearly twice the time of the chunks transposed in cache, which run as
+    fast as on (dof, B) inputs and outputs).
     """
     axis = 0 if inputs_first else -1
     B = next(x for x in xs if x is not None).shape[axis]
@@ -222,11 +222,9 @@ def _assemble(rows, method: str, batch_first: bool = False):
     unrolled recursions, into code up to twenty times slower (measured).
 
     Batch-first outputs: up to three rows are stacked on the last axis (one
-    concatenation loop, the fastest form then: 3-chain, 10^6 samples, 22 ms against
-    32 ms batch-last and 56 ms as strided columns); more rows are written as
-    strided columns of a (b, ...) buffer, since the concatenation loop evaluates the
-    whole recursion per output element (4-chain: 417 ms against 99 ms). Measured
-    by ``python -m benchmarks.design``.
+    concatenation loop, the fastest form then); more rows are written as strided
+    columns of a (b, ...) buffer, since the concatenation loop evaluates the whole
+    recursion per output element (4x slower for a 4-chain).
     """
     flat = _leaves(rows)
     shape = tuple(max(ix[d] for ix, _ in flat) + 1 for d in range(len(flat[0][0])))

@@ -220,8 +220,8 @@ def _params_tangent(spec: Spec, topo: Model, raw, params, q, qd, x3, loads, t_pa
     mode: the adjoint's one reduction over the batch) and ``matvec`` = S^-1 =
     [[I, 0], [-J, I]] (what higher derivatives differentiate). Only the branch that a
     derivative uses is compiled. JAX's reverse mode of the kernel with respect to the
-    shared parameters made the gradient of the seven-segment human's forward dynamics
-    compile in about 9 s (a reduction per parameter over a large fused expression)."""
+    shared parameters compiled slowly instead (a reduction per parameter over a large
+    fused expression)."""
 
     # traced once: matvec, its transpose and solve all evaluate this linear map
     _, jp = jax.linearize(lambda pa: raw(pa, q, qd, x3, loads), tuple(params))
@@ -282,15 +282,10 @@ def _tangent_split(fwd, rev, primals, tangents, like):
     The same construction as :func:`_params_tangent` (:func:`_linear_map`). Forward
     dynamics uses it
     for its derivative with respect to the state (q, qd, loads): the unrolled
-    kernel's JVP is the fastest forward mode for a few segments (the 3-chain's
-    tangent at 1e5 samples: 10.6 ms against 50 ms for the matrix form's), while JAX's
-    reverse mode of the matrix form compiles and runs faster than that of the
-    unrolled kernel (the gradient of a 10-step ``simulate`` with respect to the model
-    and q0 at 1e4 samples, before and after, alternated ad hoc on the 2-core CPU:
-    3-chain 16.3 and 14.4 s to compile, 312 and 213 ms a run; 7-chain 26.2 and
-    17.5 s, 1,313 and 634 ms; the seven-segment human at 100 samples 17.9 and 13.0 s
-    from trace to compiled). Forward mode now also traces the matrix form's
-    derivatives (the 3-chain's tangent compiled in 2.6 s instead of 1.8 s)."""
+    kernel's JVP is the fastest forward mode for a few segments (about 5x the matrix
+    form's), while JAX's reverse mode of the matrix form compiles and runs faster
+    than that of the unrolled kernel (up to 2x for the gradient of a ``simulate``).
+    Forward mode also traces the matrix form's derivatives, at some compile time."""
     primals = tuple(primals)
     return _linear_map(
         lambda u: jax.jvp(fwd, primals, u)[1],

@@ -74,9 +74,8 @@ def _ldl_solve_rows(M, r):
     (b,) rows (no square roots, no masked updates of the whole matrix). XLA keeps the
     entries of L of a chunk in cache. For small d (the default up to 12 coordinates,
     ``Tuning.ldl_max``)
-    this is 1.3 to 2.7 times faster than the column loop of :func:`_cholesky_solve_rows`
-    (``python -m benchmarks.design``); beyond, its compile time grows quickly (24 s for
-    d = 20, measured once), so the loop is used.
+    this is 1.3 to 2.7 times faster than the column loop of :func:`_cholesky_solve_rows`;
+    beyond, its compile time grows quickly, so the loop is used.
     """
     d = M.shape[0]
     L = [[None] * d for _ in range(d)]
