@@ -154,6 +154,10 @@ def test_replace_validates_like_construction():
 
 # ------------------------------------------------------------- segments
 
+# the deprecated rnea and rnea_full are validated like the others (their warnings are
+# tested in test_identities.py)
+pytestmark = pytest.mark.filterwarnings(r"ignore:jaxmb\.rnea(_full)? is deprecated:DeprecationWarning")
+
 MODEL = build(base="floating")  # dof = 6, segments = 4: the messages must say which
 DOF = MODEL.dof
 Z = np.zeros(DOF)
