@@ -1,6 +1,8 @@
-"""The measurements behind design choices of ``jaxmb.batch`` and ``jaxmb.gait``, rerunnable
+"""The measurements behind design choices of ``jaxmb._engine`` and ``jaxmb.gait``, rerunnable
 (through the one API, ``jaxmb.inverse_dynamics`` / ``jaxmb.forward_dynamics`` on (B, dof)
-arrays, and the kernel's private helpers on its internal (dof, B) layout).
+arrays, the engine's ``run`` with other tuning constants (``jaxmb._engine.Tuning``, passed
+in the static ``Spec``: no module global is swapped), and the kernel's private helpers on
+its internal (dof, B) layout).
 
 1. The parameter adjoint sums all its per-sample rows in one variadic ``lax.reduce``
    (a single fused loop) rather than one ``jnp.sum`` per row (which makes XLA
@@ -9,7 +11,7 @@ arrays, and the kernel's private helpers on its internal (dof, B) layout).
    batched loss against JAX's reverse mode for chains of 10 to 40 segments (80
    segments took 524 s to compile once; not rerun here).
 3. The mass-matrix path of forward dynamics (kept for comparison since the
-   articulated-body algorithm replaced it, ``_FD_SOLVER = "solve"``): an unrolled
+   articulated-body algorithm replaced it, ``Tuning(solver="solve")``): an unrolled
    LDL^T up to 12 coordinates and the Cholesky column loop beyond.
 4. Batch-first outputs of the unrolled recursion (what the one API returns for
    (B, dof) inputs): up to three rows stacked on the last axis, more rows written as
@@ -54,14 +56,14 @@ arrays, and the kernel's private helpers on its internal (dof, B) layout).
    samples, compile and run, two rounds in alternating order.
 11. ``adjoint_reduction``: the adjoint's reduction, jit(grad) of ``sum(tau**2)``
    w.r.t. the model with the inputs as arguments: its partial sums per row
-   (``jaxmb.batch._lanes``, L = 1, 2, 4, 8, float64) and its input layout (batch-first
+   (``jaxmb._engine.Tuning.lanes``, L = 1, 2, 4, 8, float64) and its input layout (batch-first
    or transposed, ``_ADJOINT_FIRST_MIN``), chains of 3, 10, 16, 20 and 24 segments
    and the human at 1e5 samples; and L = 2, 8, 64 in float32 for the 3-chain at 1e6
    samples with each one's error against the float64 gradient. Each variant is
    compiled from cleared caches, and all of a model are alternated.
 12. ``kernel_crossover``: inverse dynamics by the unrolled recursion against the
    matrix form at 1e5 samples, chains of 3 to 10 segments and the human, alternated
-   (the CPU rule of "auto", ``jaxmb.batch._UNROLLED_DEPTH_CPU``); about 1 minute.
+   (the CPU rule of "auto", ``jaxmb._engine.layout._UNROLLED_DEPTH_CPU``); about 1 minute.
 13. ``compile_backend``: the compile time of the human's gradients w.r.t. the model
    (inverse dynamics, forward dynamics, a 10-step ``simulate``; B = 1e3) with XLA's
    defaults, with LLVM's optimisation passes off and with the older CPU loop emitter
@@ -69,7 +71,7 @@ arrays, and the kernel's private helpers on its internal (dof, B) layout).
    each gradient's run time, with the 3-chain's inverse and forward dynamics at 1e5
    samples: how much of the compile is code generation, and what each setting costs
    at run time; about 2 minutes.
-14. ``sincos_guard``: what :func:`jaxmb.batch.sincos`'s range guard costs (NaN
+14. ``sincos_guard``: what :func:`jaxmb._math.sincos`'s range guard costs (NaN
    beyond ``SINCOS_LIMIT``, against the form before it, kept here as
    ``_sincos_unguarded``; a quadrant in floating point, which would allow a float64
    limit of 2^50 rad, cost 5 % of the float64 inverse dynamics in two runs):
@@ -105,7 +107,8 @@ def reductions(log=print) -> list:
     import jax
     import jax.numpy as jnp
 
-    from jaxmb import batch as jb
+    from jaxmb._engine import adjoint as jb
+    from jaxmb._engine.layout import _Params
 
     rows_out = []
     every = dict(common.models())
@@ -115,7 +118,7 @@ def reductions(log=print) -> list:
         tbar = jnp.asarray(np.random.default_rng(4).standard_normal(q.shape))
 
         def params(m):
-            return jb._Params(m, m.joint_attach, m.com, m.mass, m.inertia, m.gravity)
+            return _Params(m, m.joint_attach, m.com, m.mass, m.inertia, m.gravity)
 
         def per_row(m, q, qd, qdd, tb):
             d_attach, d_cx, d_cy, d_mass, d_inertia, d_g = jb._adjoint_rows(params(m), q, qd, qdd, tb, None)
@@ -140,31 +143,26 @@ def adjoint_size(quick: bool, log=print) -> list:
     import jax
     import jax.numpy as jnp
 
-    import jaxmb
-    from jaxmb import batch as jb
+    from jaxmb import _engine
 
     out = []
     B = 10**4
-    saved = jb._ADJOINT_MAX
-    jb._ADJOINT_MAX = 10**6  # the adjoint at every size, to measure where it stops paying
-    try:
-        for n in (10, 20, 32) if quick else (10, 20, 32, 36, 40):
-            model = common.chain_model(n)
-            q, qd, qdd = (jnp.asarray(x) for x in common.states(model, B, seed=5))
-            row = {"segments": n, "batch": B}
-            for g in ("adjoint", "autodiff"):
-                # q, qd, qdd as arguments: closed over, jaxmb's input finite check raises TracerBoolConversionError under jit
-                f = jax.jit(jax.grad(lambda m, q, qd, qdd, g=g: jnp.sum(
-                    jaxmb.inverse_dynamics(m, q, qd, qdd, gradient=g) ** 2)))  # fmt: skip
-                t0 = time.perf_counter()
-                c = f.lower(model, q, qd, qdd).compile()
-                row[f"{g}_compile_s"] = time.perf_counter() - t0
-                row[f"{g}_run_ms"] = _median_time(lambda c=c: c(model, q, qd, qdd), reps=5) * 1e3
-            out.append(row)
-            log(f"ADJ {n:3d} segments: adjoint compile {row['adjoint_compile_s']:.1f} s run {row['adjoint_run_ms']:.1f} ms;"
-                f" reverse mode compile {row['autodiff_compile_s']:.1f} s run {row['autodiff_run_ms']:.1f} ms")  # fmt: skip
-    finally:
-        jb._ADJOINT_MAX = saved
+    every_size = _engine.Tuning(adjoint_max=10**6)  # the adjoint at every size, to measure where it stops paying
+    for n in (10, 20, 32) if quick else (10, 20, 32, 36, 40):
+        model = common.chain_model(n)
+        q, qd, qdd = (jnp.asarray(x) for x in common.states(model, B, seed=5))
+        row = {"segments": n, "batch": B}
+        for g in ("adjoint", "autodiff"):
+            # q, qd, qdd as arguments: closed over, jaxmb's input finite check raises TracerBoolConversionError under jit
+            spec = _engine.Spec("tau", gradient=g, tuning=every_size)
+            f = jax.jit(jax.grad(lambda m, q, qd, qdd, spec=spec: jnp.sum(_engine.run(spec, m, q, qd, qdd) ** 2)))
+            t0 = time.perf_counter()
+            c = f.lower(model, q, qd, qdd).compile()
+            row[f"{g}_compile_s"] = time.perf_counter() - t0
+            row[f"{g}_run_ms"] = _median_time(lambda c=c: c(model, q, qd, qdd), reps=5) * 1e3
+        out.append(row)
+        log(f"ADJ {n:3d} segments: adjoint compile {row['adjoint_compile_s']:.1f} s run {row['adjoint_run_ms']:.1f} ms;"
+            f" reverse mode compile {row['autodiff_compile_s']:.1f} s run {row['autodiff_run_ms']:.1f} ms")  # fmt: skip
     return out
 
 
@@ -173,36 +171,31 @@ def solvers(log=print) -> list:
     import jax
     import jax.numpy as jnp
 
-    import jaxmb
-    from jaxmb import batch as jb
+    from jaxmb import _engine
 
     out = []
     every = dict(common.models())
     B = 10**5
-    saved, saved_solver = jb._LDL_MAX, jb._FD_SOLVER
-    jb._FD_SOLVER = "solve"  # the mass-matrix path (read when the function is traced)
-    try:
-        for name in ("chain3", "chain7", "human7"):
-            model = every[name]
-            q, qd, tau = (jnp.asarray(x) for x in common.states(model, B, seed=6))
-            row = {"model": name, "dof": model.dof, "batch": B}
-            results = {}
-            for label, limit in (("ldl", 10**6), ("column_loop", 0)):
-                jb._LDL_MAX = limit  # read when the function is traced
-                f = jax.jit(lambda m, q, qd, tau: jaxmb.forward_dynamics(m, q, qd, tau))
-                t0 = time.perf_counter()
-                c = f.lower(model, q, qd, tau).compile()
-                row[f"{label}_compile_s"] = time.perf_counter() - t0
-                results[label] = c(model, q, qd, tau)
-                row[f"{label}_ms"] = _median_time(lambda c=c: c(model, q, qd, tau), reps=5) * 1e3
-            row["speedup"] = row["column_loop_ms"] / row["ldl_ms"]
-            row["max_rel_diff"] = float(jnp.max(jnp.abs(results["ldl"] - results["column_loop"]))
-                                        / jnp.max(jnp.abs(results["column_loop"])))  # fmt: skip
-            out.append(row)
-            log(f"FD {name}: LDL^T {row['ldl_ms']:.1f} ms (compile {row['ldl_compile_s']:.1f} s), column loop "
-                f"{row['column_loop_ms']:.1f} ms (compile {row['column_loop_compile_s']:.1f} s): {row['speedup']:.1f}x")  # fmt: skip
-    finally:
-        jb._LDL_MAX, jb._FD_SOLVER = saved, saved_solver
+    for name in ("chain3", "chain7", "human7"):
+        model = every[name]
+        q, qd, tau = (jnp.asarray(x) for x in common.states(model, B, seed=6))
+        row = {"model": name, "dof": model.dof, "batch": B}
+        results = {}
+        for label, limit in (("ldl", 10**6), ("column_loop", 0)):
+            # the mass-matrix path, the unrolled LDL^T up to ``limit`` coordinates
+            spec = _engine.Spec("forward", tuning=_engine.Tuning(solver="solve", ldl_max=limit))
+            f = jax.jit(lambda m, q, qd, tau, spec=spec: _engine.run(spec, m, q, qd, tau))
+            t0 = time.perf_counter()
+            c = f.lower(model, q, qd, tau).compile()
+            row[f"{label}_compile_s"] = time.perf_counter() - t0
+            results[label] = c(model, q, qd, tau)
+            row[f"{label}_ms"] = _median_time(lambda c=c: c(model, q, qd, tau), reps=5) * 1e3
+        row["speedup"] = row["column_loop_ms"] / row["ldl_ms"]
+        row["max_rel_diff"] = float(jnp.max(jnp.abs(results["ldl"] - results["column_loop"]))
+                                    / jnp.max(jnp.abs(results["column_loop"])))  # fmt: skip
+        out.append(row)
+        log(f"FD {name}: LDL^T {row['ldl_ms']:.1f} ms (compile {row['ldl_compile_s']:.1f} s), column loop "
+            f"{row['column_loop_ms']:.1f} ms (compile {row['column_loop_compile_s']:.1f} s): {row['speedup']:.1f}x")  # fmt: skip
     return out
 
 
@@ -213,13 +206,15 @@ def assembly(log=print) -> list:
     import jax.numpy as jnp
     from jax import lax
 
-    from jaxmb import batch as jb
+    from jaxmb._engine import rnea as jb
+    from jaxmb._engine.layout import _Params
+    from jaxmb._engine.rules import _model_params
 
     out = []
     B = 10**6
     for n in (2, 3, 4, 5):
         model = common.chain_model(n)
-        m = jb._Params(model, *jb._model_params(model))
+        m = _Params(model, *_model_params(model))
         q, qd, qdd = (jnp.asarray(x).T for x in common.states(model, B, seed=7))
 
         def rows(q, qd, qdd):
@@ -444,13 +439,15 @@ def gradient_parts(log=print) -> list:
     import jax.numpy as jnp
 
     import jaxmb
-    from jaxmb import batch as jb
+    from jaxmb._engine import Spec
+    from jaxmb._engine.adjoint import _params_cotangent
+    from jaxmb._engine.rules import _model_params
 
     def loss(m, q, qd, qdd):
         return jnp.sum(jaxmb.inverse_dynamics(m, q, qd, qdd) ** 2)
 
     def adjoint(m, q, qd, qdd, tbar):  # what jax.grad(loss)'s backward pass runs
-        return jb._params_cotangent(jb.Spec("tau"), m, jb._model_params(m), q, qd, qdd, None, tbar)
+        return _params_cotangent(Spec("tau"), m, _model_params(m), q, qd, qdd, None, tbar)
 
     rows = []
     every = dict(common.models())
@@ -463,7 +460,7 @@ def gradient_parts(log=print) -> list:
         # the adjoint alone gives the gradient (the same reduction)
         g, a = fns["grad"](*args), adj(*args, tbar)
         diff = max(float(jnp.max(jnp.abs(x - y)) / (1e-300 + float(jnp.max(jnp.abs(x)))))
-                   for x, y in zip(jb._model_params(g), a))  # fmt: skip
+                   for x, y in zip(_model_params(g), a))  # fmt: skip
         cases = {k: (lambda f=f: common.block(f(*args))) for k, f in fns.items()}
         cases["adjoint"] = lambda: common.block(adj(*args, tbar))
         reps, inner = common.repeats_for(B, False)
@@ -505,7 +502,7 @@ def gradient_compile_parts(log=print) -> list:
     import jax
     import jax.numpy as jnp
 
-    from jaxmb import batch as jb
+    from jaxmb import _engine as jb
 
     model, fns, (q, x) = human_functions()
     still = model.replace(gravity=jnp.zeros_like(model.gravity))
@@ -536,50 +533,52 @@ def gradient_compile_parts(log=print) -> list:
 
 def reverse_form(log=print) -> list:
     """Reverse mode through the unrolled recursion against the matrix form's (the
-    default from ``jb._REVERSE_MATRIX_MIN`` segments on): compile and run time of
+    default from ``Tuning.reverse_matrix_min`` segments on): compile and run time of
     d/dq of ``sum(sin(inverse_dynamics))`` (the adjoint's state cotangent) and of
     d/dmodel of ``sum(inverse_dynamics**2)`` with ``gradient="autodiff"``."""
     import jax
     import jax.numpy as jnp
 
-    import jaxmb
-    from jaxmb import batch as jb
+    from jaxmb import _engine
+
+    def tau(m, q, qd, qdd, gradient, threshold):
+        spec = _engine.Spec("tau", gradient=gradient, tuning=_engine.Tuning(reverse_matrix_min=threshold))
+        return _engine.run(spec, m, q, qd, qdd)
 
     grads = {
-        "d/dq": (lambda m, q, qd, qdd: jnp.sum(jnp.sin(jaxmb.inverse_dynamics(m, q, qd, qdd))), 1),
-        "d/dmodel autodiff": (lambda m, q, qd, qdd: jnp.sum(jaxmb.inverse_dynamics(m, q, qd, qdd, gradient="autodiff") ** 2), 0),
+        "d/dq": (lambda m, q, qd, qdd, th: jnp.sum(jnp.sin(tau(m, q, qd, qdd, "adjoint", th))), 1),
+        "d/dmodel autodiff": (lambda m, q, qd, qdd, th: jnp.sum(tau(m, q, qd, qdd, "autodiff", th) ** 2), 0),
     }  # fmt: skip
     every = dict(common.models())
     models = [(f"chain{n}", common.chain_model(n)) for n in (3, 4, 5, 7)] + [("human7", every["human7"])]
-    B, saved, rows = 10**5, jb._REVERSE_MATRIX_MIN, []
+    B, rows = 10**5, []
     try:
         for name, model in models:
             args = (model,) + tuple(jax.device_put(x) for x in common.states(model, B, seed=19))
             for r in range(2):
                 for form, threshold in (("unrolled", 10**6), ("matrix", 1)) if r == 0 else (("matrix", 1), ("unrolled", 10**6)):
-                    jb._REVERSE_MATRIX_MIN = threshold
                     for what, (f, argnum) in grads.items():
-                        jax.clear_caches()  # the kernels' jaxprs are cached per shapes
+                        jax.clear_caches()
                         t0 = time.perf_counter()
-                        c = jax.jit(jax.grad(f, argnum)).lower(*args).compile()
+                        g = jax.grad(lambda *a, f=f, th=threshold: f(*a, th), argnum)
+                        c = jax.jit(g).lower(*args).compile()
                         compile_s = time.perf_counter() - t0
                         run_ms = _median_time(lambda c=c: c(*args), reps=5) * 1e3
                         rows.append({"model": name, "batch": B, "round": r, "reverse_through": form, "gradient": what,
                                      "compile_s": compile_s, "run_ms": run_ms, "load": common.load()})  # fmt: skip
                         log(f"reverse_form {name} {what} through {form}: compile {compile_s:.2f} s, run {run_ms:.1f} ms")
     finally:
-        jb._REVERSE_MATRIX_MIN = saved
         jax.clear_caches()
     return rows
 
 
 def _sincos_unguarded(x):
-    """jaxmb.batch.sincos as it was before its range guard (commit 6815b81): an int32
+    """jaxmb._math.sincos as it was before its range guard (commit 6815b81): an int32
     quadrant (which overflowed from |x| = 3.4e9 rad) and no NaN beyond the limit."""
     import math
 
     import jax.numpy as jnp
-    from jaxmb import batch as jb
+    from jaxmb import _math as jb
 
     bits, parts = (64, jb._PIO2_F64) if x.dtype == jnp.float64 else (32, jb._PIO2_F32)
     c1, c2, c3 = parts
@@ -601,27 +600,31 @@ def sincos_guard(log=print, rounds: int = 15) -> list:
     import jax.numpy as jnp
 
     import jaxmb
-    from jaxmb import batch as jb
+    from jaxmb import _math
+    from jaxmb._engine import aba, crba, rnea
 
+    kernels = (rnea, aba, crba)  # the engine modules that call sincos
     rows = []
     chain = common.chain_model(3)
     for dtype in (np.float64, np.float32):
         x = jnp.asarray(np.random.default_rng(0).uniform(-10, 10, 4_000_000).astype(dtype))
         args = tuple(jax.device_put(a) for a in common.states(chain, 10**6, seed=3, dtype=dtype))
-        forms = {"guarded": jb.sincos, "unguarded": _sincos_unguarded}  # evaluated only, never differentiated
+        forms = {"guarded": _math.sincos, "unguarded": _sincos_unguarded}  # evaluated only, never differentiated
         cases = {}
         try:
             for form, fn in forms.items():
-                jb.sincos = fn
+                for mod in kernels:
+                    mod.sincos = fn
                 jax.clear_caches()
-                alone = jax.jit(lambda x: sum(jb.sincos(x))).lower(x).compile()
+                alone = jax.jit(lambda x, fn=fn: sum(fn(x))).lower(x).compile()
                 inv = jax.jit(lambda *a: jaxmb.inverse_dynamics(chain, *a)).lower(*args).compile()
                 fwd = jax.jit(lambda *a: jaxmb.forward_dynamics(chain, *a)).lower(*args).compile()
                 cases[f"sincos {form}"] = lambda c=alone: common.block(c(x))
                 cases[f"ID {form}"] = lambda c=inv: common.block(c(*args))
                 cases[f"FD {form}"] = lambda c=fwd: common.block(c(*args))
         finally:
-            jb.sincos = forms["guarded"]
+            for mod in kernels:
+                mod.sincos = forms["guarded"]
             jax.clear_caches()
         t = common.alternate(cases, rounds)
         for what in ("sincos", "ID", "FD"):
@@ -741,13 +744,12 @@ def adjoint_reduction(log=print) -> list:
     import jax
     import jax.numpy as jnp
 
-    import jaxmb
-    from jaxmb import batch as jb
+    from jaxmb import _engine
 
     every = dict(common.models())
     models = [(f"chain{n}", common.chain_model(n), 10**5, np.float64) for n in (3, 10, 16, 20, 24)]
     models += [("human7", every["human7"], 10**5, np.float64), ("chain3", common.chain_model(3), 10**6, np.float32)]
-    saved = (jb._lanes, jb._ADJOINT_FIRST_MIN)
+    saved = (None, _engine.TUNING.adjoint_first_min)  # (None: by dtype, the default)
     rows = []
     try:
         for name, model, B, dtype in models:
@@ -759,14 +761,13 @@ def adjoint_reduction(log=print) -> list:
             model = model.astype(dtype)
             args = (model,) + tuple(jax.device_put(x.astype(dtype)) for x in common.states(model, B, seed=13))
 
-            def loss(m, q, qd, qdd):
-                return jnp.sum(jaxmb.inverse_dynamics(m, q, qd, qdd) ** 2)
+            def loss(m, q, qd, qdd, tuning=_engine.TUNING):
+                return jnp.sum(_engine.run(_engine.Spec("tau", tuning=tuning), m, q, qd, qdd) ** 2)
 
             cases = {}
             for key, (L, first_min) in variants.items():
-                jb._lanes, jb._ADJOINT_FIRST_MIN = (lambda dt, L=L: L), first_min
-                jax.clear_caches()  # the operators are cached by spec and shapes, not by these
-                cases[key] = jax.jit(jax.grad(loss)).lower(*args).compile()
+                tuning = _engine.Tuning(lanes=L, adjoint_first_min=first_min)
+                cases[key] = jax.jit(jax.grad(lambda *a, t=tuning: loss(*a, tuning=t))).lower(*args).compile()
             cases["loss"] = jax.jit(loss).lower(*args).compile()
             t = common.alternate({k: (lambda c=c: common.block(c(*args))) for k, c in cases.items()}, 9)
             row = {"model": name, "batch": B, "dtype": np.dtype(dtype).name,
@@ -785,7 +786,6 @@ def adjoint_reduction(log=print) -> list:
                 + ", ".join(f"{k} {v:.2f} ms" for k, v in row["ms"].items())
                 + (f"; errors {row['max_rel_error']}" if "max_rel_error" in row else ""))  # fmt: skip
     finally:
-        jb._lanes, jb._ADJOINT_FIRST_MIN = saved
         jax.clear_caches()
     return rows
 

@@ -6,7 +6,7 @@ of a back somersault in the pike position from measured kinematics and the bed f
 The measurements are not public, so this module makes dynamically consistent data:
 
 1. **Maximal-coordinate simulation** (the reference, independent of the pose map):
-   :func:`jaxmb.maximal.simulate` integrates the constrained Newton-Euler equations of
+   :func:`jaxmb.maximal.simulate_maximal` integrates the constrained Newton-Euler equations of
    the seven segments with Lagrange multipliers (Baumgarte-stabilised, RK4); the
    multipliers are the simulation's own joint forces (parent on child, world frame).
 2. **Minimal-coordinate simulation** with :func:`jaxmb.simulate` of the same closed
@@ -30,13 +30,13 @@ import numpy as np
 from jaxmb import (
     coordinates_to,
     forces_to,
+    inverse_dynamics,
     joint_reactions,
     mass_matrix,
     maximal,
     point_load,
     point_position,
     point_velocity,
-    rnea,
     simulate,
     whole_body_com,
 )
@@ -199,7 +199,7 @@ def computed_torque(model: Model, plan: JointPlan, t, q, qd, loads, *, kp=400.0,
     phi_d, phid_d, phidd_d = plan_angles(plan, t)
     a_star = phidd_d + kd * (phid_d - qdr[nb:]) + kp * (phi_d - qr[nb:])
     M = mass_matrix(rel, qr)
-    b = rnea(rel, qr, qdr, jnp.zeros_like(qr), loads)
+    b = inverse_dynamics(rel, qr, qdr, jnp.zeros_like(qr), loads, gradient="autodiff")
     u_dd = -jnp.linalg.solve(M[:nb, :nb], M[:nb, nb:] @ a_star + b[:nb])
     tau_a = M[nb:, :nb] @ u_dd + M[nb:, nb:] @ a_star + b[nb:]
     return jnp.concatenate([jnp.zeros((1,), tau_a.dtype), tau_a])
@@ -211,7 +211,7 @@ def computed_torque(model: Model, plan: JointPlan, t, q, qd, loads, *, kp=400.0,
 def _bed_maximal(model: Model, bed: Bed, p, pd):
     """Bed loads (segments, 3) and Fy from the maximal coordinates."""
     i = bed.segment
-    pt, vel = jax.jvp(lambda x: maximal.point_position(model, x, i, bed.point), (p,), (pd,))
+    pt, vel = jax.jvp(lambda x: maximal.maximal_point_position(model, x, i, bed.point), (p,), (pd,))
     fy = bed_force(pt[1], vel[1], bed.stiffness, bed.damping)
     d = pt - p[i, :2]
     row = jnp.stack([jnp.zeros_like(fy), fy, d[0] * fy])  # moment (pt - c) x (0, fy)
@@ -243,7 +243,7 @@ class MaximalRun(NamedTuple):
 
 def simulate_maximal(model: Model, plan: JointPlan, bed: Bed, p0, pd0, dt, steps, *,
                      kp=400.0, kd=40.0, alpha=20.0, beta=20.0) -> MaximalRun:
-    """The closed loop (controller and bed) with :func:`jaxmb.maximal.simulate` (RK4).
+    """The closed loop (controller and bed) with :func:`jaxmb.maximal.simulate_maximal` (RK4).
 
     The controller sees q, qd recovered from (p, pd) (:func:`jaxmb.maximal.to_minimal`);
     the bed force comes from the contact point of p. Joint moment tau_i adds +tau_i to
@@ -267,7 +267,7 @@ def simulate_maximal(model: Model, plan: JointPlan, bed: Bed, p0, pd0, dt, steps
         tau = computed_torque(model, plan, t, q, qd, bed_w, kp=kp, kd=kd)
         return bed_w + maximal.joint_moment_loads(model, tau), (fy, tau)
 
-    tr = maximal.simulate(model, p0, pd0, dt, steps, loads=loads, has_aux=True, alpha=alpha, beta=beta)
+    tr = maximal.simulate_maximal(model, p0, pd0, dt, steps, loads=loads, has_aux=True, alpha=alpha, beta=beta)
     fy, tau = tr.aux
     return MaximalRun(tr.t, tr.p, tr.pd, tr.pdd, tr.mu, fy, tau, tr.drift)
 

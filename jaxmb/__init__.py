@@ -13,7 +13,9 @@ from .dynamics import (
     forward_dynamics,
     gravity_forces,
     inverse_dynamics,
+    joint_loads,
     joint_moments,
+    joint_reactions,
     kinetic_energy,
     mass_matrix,
     point_load,
@@ -54,7 +56,6 @@ from .anthropometry import (
     two_link_arm,
 )
 from .model import Model, chain, tree
-from .reactions import joint_reactions
 from .sharding import batch_mesh, sharded
 from .simulate import Trajectory, simulate
 from . import maximal
@@ -96,6 +97,7 @@ __all__ = [
     "forward_dynamics",
     "joint_moments",
     "joint_reactions",
+    "joint_loads",
     "coriolis_matrix",
     "kinetic_energy",
     "potential_energy",

@@ -9,34 +9,38 @@ block-diagonal ``Mp = diag(m, m, I)`` per segment and the applied wrenches ``h``
     M = D^T Mp D,    C = D^T Mp gamma,    tau = D^T (Mp (D qdd + gamma) - h).
 
 The public functions evaluate these quantities with the kernels of
-:mod:`jaxmb.batch` (recursive Newton-Euler, composite-body mass matrix, the
+ the private engine ``jaxmb._engine`` (recursive Newton-Euler, composite-body mass matrix, the
 articulated-body algorithm), for one sample or any leading batch shape, compiled on the first call;
 ``method="projection"`` evaluates the formula above with JAX's derivatives of g (the
 reference, one sample at a time). The pose-map quantities (:func:`coriolis_matrix`,
 the energies, :func:`point_load`) take any leading shape too, as a ``jax.vmap`` of
 the single-sample formula.
+
+Joint reaction forces (:func:`joint_reactions`) come from the same recursion, or by
+the projection of Blajer & Czaplicki (2005): augment the pose map with
+open-constraint coordinates z, the prohibited relative translations at the joints,
+p = g(q, z) evaluated at z = 0. Then E = dg/dz is a pseudo-inverse of the constraint
+matrix and the joint reactions follow without any matrix inversion:
+
+    lambda = E^T (Mp (D qdd + gamma) - h)
+
+This is the force that the parent (or the ground) exerts on the child, world frame,
+as the gait notebook's ``invdyn2d`` returns it; Blajer & Czaplicki's lambda is the
+force of the child on the parent, the same numbers negated. Only the columns of E of
+the requested joints are formed, as the paper does for the lower extremities.
 """
 from __future__ import annotations
+
+import warnings
+from typing import Sequence
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 
-from . import batch as _batch
-from .kinematics import (
-    _float_dtype,
-    _frames,
-    _pose_acc,
-    _rot,
-    batched_states,
-    check_array,
-    check_batch,
-    check_loads,
-    check_vector,
-    over_leading,
-    pose,
-    prepare,
-)
+from . import _engine
+from ._checks import _float_dtype, check_array, check_batch, check_loads, check_model, check_vector, prepare
+from .kinematics import _frames, _pose_acc, _rot, batched_states, over_leading, pose
 from .model import Model, Segment, _replace_unchecked
 
 __all__ = [
@@ -47,6 +51,8 @@ __all__ = [
     "inverse_dynamics",
     "forward_dynamics",
     "joint_moments",
+    "joint_reactions",
+    "joint_loads",
     "rnea",
     "rnea_full",
     "coriolis_matrix",
@@ -111,18 +117,18 @@ def _check_model_dtype(model: Model, dtype) -> None:
 
 
 def _spec(kind, *, kernel="auto", chunk=None, gradient="autodiff", joints=None, frame="world"):
-    if kernel not in _batch.METHODS:
-        raise ValueError(f"kernel must be one of {_batch.METHODS}, got {kernel!r}")
-    if gradient not in _batch.GRADIENTS:
-        raise ValueError(f"gradient must be one of {_batch.GRADIENTS}, got {gradient!r}")
+    if kernel not in _engine.METHODS:
+        raise ValueError(f"kernel must be one of {_engine.METHODS}, got {kernel!r}")
+    if gradient not in _engine.GRADIENTS:
+        raise ValueError(f"gradient must be one of {_engine.GRADIENTS}, got {gradient!r}")
     if chunk is not None and (isinstance(chunk, bool) or not isinstance(chunk, (int, np.integer)) or chunk < 0):
         raise ValueError(f"chunk must be an int >= 0 (0: the whole batch at once), got {chunk!r}")
-    return _batch.Spec(kind, kernel, None if chunk is None else int(chunk), gradient, joints, frame)
+    return _engine.Spec(kind, kernel, None if chunk is None else int(chunk), gradient, joints, frame)
 
 
 def _zeros(model: Model, like):
     """(dof,) zeros in the floating dtype of ``like`` (float32 inputs stay float32)."""
-    return np.zeros(model.dof, _batch._float_dtype(like))
+    return np.zeros(model.dof, _float_dtype(like))
 
 
 def _no_gravity(model: Model) -> Model:
@@ -156,7 +162,7 @@ def mass_matrix(model: Model, q):
 
     Computed by composite bodies (O(segments^2) per sample): with positions relative to
     the root's joint and sums over the subtree of k, M_jk = J_k + (P_k - P_j) . h_k for
-    j = k or an ancestor of k (see :mod:`jaxmb.batch`).
+    j = k or an ancestor of k (the composite-body algorithm).
 
     Args:
       model: the model.
@@ -168,24 +174,24 @@ def mass_matrix(model: Model, q):
     __SHAPES__
     """
     (q,), _ = _batched(model, (q,), ("q",))
-    return _batch.run(_spec("mass"), model, q)
+    return _engine.run(_spec("mass"), model, q)
 
 
 def bias_forces(model: Model, q, qd, *, gradient: str = "adjoint"):
     """Coriolis and centripetal forces C(q, qd) = D^T Mp gamma, (..., dof).
 
-    Computed as ``rnea(q, qd, 0)`` with gravity switched off.
+    Computed as the recursion at ``qdd = 0`` with gravity switched off.
     The gradient with respect to the model is the hand-derived adjoint by default;
     ``gradient`` as in :func:`inverse_dynamics` ("autodiff" for forward mode).
 
     __SHAPES__
     """
     (q, qd), _ = _batched(model, (q, qd), ("q", "qd"))
-    return _batch.run(_spec("tau", gradient=gradient), _no_gravity(model), q, qd, _zeros(model, q))
+    return _engine.run(_spec("tau", gradient=gradient), _no_gravity(model), q, qd, _zeros(model, q))
 
 
 def gravity_forces(model: Model, q, *, gradient: str = "adjoint"):
-    """Gravity term G(q) = -D^T h_gravity, (..., dof): ``rnea(q, 0, 0)`` without loads.
+    """Gravity term G(q) = -D^T h_gravity, (..., dof): the recursion at ``qd = qdd = 0`` without loads.
 
     The gradient with respect to the model is the hand-derived adjoint by default;
     ``gradient`` as in :func:`inverse_dynamics` ("autodiff" for forward mode).
@@ -194,13 +200,13 @@ def gravity_forces(model: Model, q, *, gradient: str = "adjoint"):
     """
     (q,), _ = _batched(model, (q,), ("q",))
     z = _zeros(model, q)
-    return _batch.run(_spec("tau", gradient=gradient), model, q, z, z)
+    return _engine.run(_spec("tau", gradient=gradient), model, q, z, z)
 
 
 def external_forces(model: Model, q, loads, *, gradient: str = "adjoint"):
     """External term E(q) = -J^T F = -D^T loads, (..., dof).
 
-    ``rnea(q, 0, 0)`` with the loads and without gravity.
+    the recursion at ``qd = qdd = 0`` with the loads and without gravity.
     The gradient with respect to the model is the hand-derived adjoint by default;
     ``gradient`` as in :func:`inverse_dynamics` ("autodiff" for forward mode).
 
@@ -216,7 +222,7 @@ def external_forces(model: Model, q, loads, *, gradient: str = "adjoint"):
         raise ValueError("external_forces needs loads: a (segments, 3) or (..., segments, 3) array")
     (q,), loads = _batched(model, (q,), ("q",), loads)
     z = _zeros(model, q)
-    return _batch.run(_spec("tau", gradient=gradient), _no_gravity(model), q, z, z, loads)
+    return _engine.run(_spec("tau", gradient=gradient), _no_gravity(model), q, z, z, loads)
 
 
 def _inverse_projection(model: Model, q, qd, qdd, loads):
@@ -231,7 +237,7 @@ def _inverse_projection(model: Model, q, qd, qdd, loads):
 def _projection(fn, model, q, qd, qdd, loads):
     """A pose-map formula over any leading shape (vmap of the one-sample form)."""
     arrays = [jnp.asarray(x) for x in (q, qd, qdd)]
-    dtype = _batch._float_dtype(*arrays)
+    dtype = _float_dtype(*arrays)
     model = model.astype(dtype)
     arrays = [x.astype(dtype) for x in arrays]
     n = model.segments
@@ -257,7 +263,7 @@ def inverse_dynamics(model: Model, q, qd, qdd, loads=None, *, method: str = "rec
         "projection" (the pose-map formula D^T (Mp (D qdd + gamma) - h); the
         reference, evaluated sample by sample).
       kernel: "auto", "unrolled" or "matrix": how the recursion is evaluated (see
-        :mod:`jaxmb.batch`; "auto" unrolls up to 10 segments, except on the CPU for
+        the module docstring; "auto" unrolls up to 10 segments, except on the CPU for
         models with more than 6 segments on a path from the root, where the matrix
         form is faster: 0.55 to 0.83 of the unrolled time for chains of 7 to 10).
       chunk: at most this many samples per chunk (None: the kernel's default; 0: the
@@ -300,7 +306,7 @@ def inverse_dynamics(model: Model, q, qd, qdd, loads=None, *, method: str = "rec
     if method != "recursive":
         raise ValueError(f"method must be 'recursive' or 'projection', got {method!r}")
     (q, qd, qdd), loads = _batched(model, (q, qd, qdd), ("q", "qd", "qdd"), loads)
-    return _batch.run(_spec("tau", kernel=kernel, chunk=chunk, gradient=gradient), model, q, qd, qdd, loads)
+    return _engine.run(_spec("tau", kernel=kernel, chunk=chunk, gradient=gradient), model, q, qd, qdd, loads)
 
 
 def forward_dynamics(model: Model, q, qd, tau, loads=None, *, chunk: int | None = None, gradient: str = "adjoint"):
@@ -327,13 +333,9 @@ def forward_dynamics(model: Model, q, qd, tau, loads=None, *, chunk: int | None 
       minus the hand-derived parameter adjoint of :func:`inverse_dynamics` applied
       to lam (up to 32 segments). q, qd and loads get JAX's reverse mode of the
       recursion (its matrix form when the kernel is unrolled).
-      The gradient of the seven-segment human's forward dynamics with respect to
-      the model compiles in 1.84 s against 2.49 s with "autodiff", which traces the
-      forward-mode derivative and lets JAX transpose it (a 10-step
-      :func:`jaxmb.simulate`: 3.35 s against 4.97 s). B = 1e3, medians of three
-      compiles on this project's 2-core CPU, ``python -m benchmarks --only
-      gradient_compile``, 2026-11-24 10:36 UTC (2.32 s at B = 1e5, where the
-      kernel runs in chunks).
+      It compiles faster than "autodiff", which traces the forward-mode
+      derivative and lets JAX transpose it (about 1.35x for the seven-segment
+      human; the Performance page).
       ``jax.jvp`` and ``jax.jacfwd`` of it raise "can't apply forward-mode autodiff
       (jvp) to a custom_vjp function": use "autodiff" for them. Reverse over reverse and forward over
       reverse (``jax.hessian``, ``jax.jacfwd(jax.grad(f))``) work.
@@ -365,7 +367,7 @@ def forward_dynamics(model: Model, q, qd, tau, loads=None, *, chunk: int | None 
     __SHAPES__
     """
     (q, qd, tau), loads = _batched(model, (q, qd, tau), ("q", "qd", "tau"), loads)
-    return _batch.run(_spec("forward", chunk=chunk, gradient=gradient), model, q, qd, tau, loads)
+    return _engine.run(_spec("forward", chunk=chunk, gradient=gradient), model, q, qd, tau, loads)
 
 
 def joint_moments(model: Model, q, qd, qdd, loads=None, *, kernel: str = "auto",
@@ -383,11 +385,13 @@ def joint_moments(model: Model, q, qd, qdd, loads=None, *, kernel: str = "auto",
     __SHAPES__
     """
     (q, qd, qdd), loads = _batched(model, (q, qd, qdd), ("q", "qd", "qdd"), loads)
-    return _batch.run(_spec("moments", kernel=kernel, chunk=chunk, gradient=gradient), model, q, qd, qdd, loads)
+    return _engine.run(_spec("moments", kernel=kernel, chunk=chunk, gradient=gradient), model, q, qd, qdd, loads)
 
 
-def rnea_full(model: Model, q, qd, qdd, loads=None, *, kernel: str = "auto", chunk: int | None = None):
-    """Recursive Newton-Euler pass returning every joint load.
+def joint_loads(model: Model, q, qd, qdd, loads=None, *, kernel: str = "auto", chunk: int | None = None):
+    """Every joint load at once: tau, the reaction forces F and the joint moments T.
+
+    One recursive Newton-Euler pass (``rnea_full`` before: that name is deprecated).
 
     Cost: XLA:CPU computes each output row of the unrolled recursion (the default
     kernel of most models up to 10 segments, see :func:`inverse_dynamics`) in a
@@ -414,21 +418,31 @@ def rnea_full(model: Model, q, qd, qdd, loads=None, *, kernel: str = "auto", chu
         base must supply.
     """
     (q, qd, qdd), loads = _batched(model, (q, qd, qdd), ("q", "qd", "qdd"), loads)
-    out = _batch.run(_spec("full", kernel=kernel, chunk=chunk), model, q, qd, qdd, loads)
+    out = _engine.run(_spec("full", kernel=kernel, chunk=chunk), model, q, qd, qdd, loads)
     dof, n = model.dof, model.segments
     F = out[..., dof : dof + 2 * n]
     return out[..., :dof], F.reshape(F.shape[:-1] + (n, 2)), out[..., dof + 2 * n :]
 
 
-def rnea(model: Model, q, qd, qdd, loads=None):
-    """Inverse dynamics by recursive Newton-Euler: tau = M qdd + C + G + E, (..., dof).
+def rnea_full(model: Model, q, qd, qdd, loads=None, *, kernel: str = "auto", chunk: int | None = None):
+    """Deprecated alias of :func:`joint_loads` (the same arguments and results)."""
+    warnings.warn("jaxmb.rnea_full is deprecated: use jaxmb.joint_loads (the same arguments and results)",
+                  DeprecationWarning, stacklevel=2)  # fmt: skip
+    return joint_loads(model, q, qd, qdd, loads, kernel=kernel, chunk=chunk)
 
-    The same kernel as :func:`inverse_dynamics` with plain JAX differentiation (no
-    adjoint; forward mode works). Pinocchio's identities hold: ``rnea(q, qd, 0)`` is
-    C + G (+ E) and ``rnea(q, 0, 0)`` is G (+ E).
+
+def rnea(model: Model, q, qd, qdd, loads=None):
+    """Deprecated: ``inverse_dynamics(model, q, qd, qdd, loads, gradient="autodiff")``.
+
+    Inverse dynamics by recursive Newton-Euler, tau = M qdd + C + G + E, (..., dof),
+    with plain JAX differentiation (no adjoint; forward mode works): the same kernel
+    and result as :func:`inverse_dynamics` with ``gradient="autodiff"``, under a
+    second name.
     """
+    warnings.warn('jaxmb.rnea is deprecated: use jaxmb.inverse_dynamics(model, q, qd, qdd, loads, '
+                  'gradient="autodiff") (the same kernel and result)', DeprecationWarning, stacklevel=2)  # fmt: skip
     (q, qd, qdd), loads = _batched(model, (q, qd, qdd), ("q", "qd", "qdd"), loads)
-    return _batch.run(_spec("tau", gradient="autodiff"), model, q, qd, qdd, loads)
+    return _engine.run(_spec("tau", gradient="autodiff"), model, q, qd, qdd, loads)
 
 
 def torque_components(model: Model, q, qd, qdd, loads=None, *, gradient: str = "adjoint"):
@@ -445,11 +459,11 @@ def torque_components(model: Model, q, qd, qdd, loads=None, *, gradient: str = "
     spec = _spec("tau", gradient=gradient)
     parts = {
         # M qdd: the recursion without velocity, gravity or loads
-        "inertial": _batch.run(spec, nog, q, z, qdd),
-        "coriolis": _batch.run(spec, nog, q, qd, z),
-        "gravity": _batch.run(spec, model, q, z, z),
+        "inertial": _engine.run(spec, nog, q, z, qdd),
+        "coriolis": _engine.run(spec, nog, q, qd, z),
+        "gravity": _engine.run(spec, model, q, z, z),
     }
-    parts["external"] = _batch.run(spec, nog, q, z, z, loads) if loads is not None else jnp.zeros_like(parts["gravity"])
+    parts["external"] = _engine.run(spec, nog, q, z, z, loads) if loads is not None else jnp.zeros_like(parts["gravity"])
     parts["total"] = parts["inertial"] + parts["coriolis"] + parts["gravity"] + parts["external"]
     # every term with the inputs' broadcast leading shape (each depends on some of
     # them only: the inertial term on q and qd's shape was q's alone)
@@ -568,3 +582,107 @@ for _f in (mass_matrix, bias_forces, gravity_forces, external_forces, inverse_dy
            joint_moments):  # fmt: skip
     _f.__doc__ = _f.__doc__.replace("__SHAPES__", _SHAPES)
 del _f
+
+
+# ------------------------------------------------------------ joint reactions
+
+
+def _joint_indices(model: Model, joints):
+    if joints is None:
+        return tuple(range(model.segments))
+    if isinstance(joints, (str, int, np.integer)) or np.ndim(joints) == 0:
+        joints = (joints,)  # one joint; model.index names what is not an index or a name
+    idx = tuple(model.index(j) for j in joints)
+    if not idx:
+        raise ValueError("joints is empty: give None for all joints, or a list of indices or names")
+    return idx
+
+
+def joint_reactions(
+    model: Model,
+    q,
+    qd,
+    qdd,
+    loads=None,
+    *,
+    joints: Sequence[Segment] | Segment | None = None,
+    frame: str = "world",
+    method: str = "recursive",
+    kernel: str = "auto",
+    chunk: int | None = None,
+    gradient: str = "adjoint",
+):
+    """Joint reaction forces, (..., len(joints), 2), N.
+
+    Args:
+      model: the model.
+      q, qd, qdd: (..., dof) generalized coordinates, velocities, accelerations.
+      loads: optional (segments, 3) or (..., segments, 3) world-frame wrenches
+        (Fx, Fy, Mz) at the centres of mass, e.g. from :func:`jaxmb.point_load`.
+      joints: the joints to compute, by segment index or name (joint i is the
+        proximal joint of segment i; a negative index counts from the end, as in
+        Python: -1 is the last segment's joint, not the ground, which is -1 in
+        ``parent``); default: all, in segment order.
+      frame: "world" for (Fx, Fy), or "segment" for (axial, shear) in the child
+        segment's frame: axial along the child's axis (positive when the parent
+        pushes the child distally, i.e. compression), shear along the axis rotated
+        by +90 degrees.
+      method: "recursive" (default: the batched kernel's backward pass,
+        F_i = sum over the subtree of i of (m_j a_j - h_j)) or "projection"
+        (Blajer & Czaplicki's lambda = E^T (Mp (D qdd + gamma) - h) with E from the
+        pose map, evaluated sample by sample: the reference). They agree to
+        round-off (tests).
+      kernel, chunk: as :func:`jaxmb.inverse_dynamics`.
+      gradient: as :func:`jaxmb.inverse_dynamics`: "adjoint" (default) transposes
+        the model's derivative by the hand-derived parameter adjoint (a reaction's
+        cotangent is a virtual translation of the joint's subtree), reverse mode
+        only; "autodiff" for forward mode (``jax.jvp``, ``jax.jacfwd``).
+
+    Returns:
+      The force that the parent (or the ground) exerts on each requested segment at
+      its joint. For a floating base, the root's row is the force the base must
+      supply (zero for a free flight that obeys Newton's law). One sample or any
+      leading batch shape, as :func:`jaxmb.inverse_dynamics` (compiled on the first
+      call, ``jax.vmap`` runs the batched kernel).
+    """
+    check_model(model)
+    idx = _joint_indices(model, joints)
+    if frame not in ("world", "segment"):
+        raise ValueError(f"frame must be 'world' or 'segment', got {frame!r}")
+    (q, qd, qdd), loads = _batched(model, (q, qd, qdd), ("q", "qd", "qdd"), loads)
+    if method == "recursive":
+        spec = _spec("reactions", kernel=kernel, chunk=chunk, gradient=gradient, joints=idx, frame=frame)
+        return _engine.run(spec, model, q, qd, qdd, loads)
+    if method != "projection":
+        raise ValueError(f"method must be 'recursive' or 'projection', got {method!r}")
+
+    def one(model, q, qd, qdd, loads):
+        lam = _reactions_projection(model, q, qd, qdd, loads, idx)
+        if frame == "segment":
+            theta = pose(model, q)[jnp.asarray(idx), 2]
+            c, s = jnp.cos(theta), jnp.sin(theta)
+            lam = jnp.stack([c * lam[:, 0] + s * lam[:, 1], -s * lam[:, 0] + c * lam[:, 1]], 1)
+        return lam
+
+    return _projection(one, model, q, qd, qdd, loads)
+
+
+def _reactions_projection(model, q, qd, qdd, loads, idx):
+    # E for each distinct joint once (a repeated index in .at[].set would keep only
+    # its last copy, and the first copy's reaction would come out zero), then the
+    # requested order, repeats included
+    uniq = tuple(sorted(set(idx)))
+    if uniq != tuple(idx):
+        lam = _reactions_projection(model, q, qd, qdd, loads, uniq)
+        return lam[jnp.asarray([uniq.index(i) for i in idx])]
+    sel = jnp.asarray(idx)
+
+    def g_z(z_sel):  # pose with open-constraint coordinates at the requested joints only
+        z = jnp.zeros((model.segments, 2), q.dtype).at[sel].set(z_sel)
+        return pose(model, q, z)
+
+    E = jax.jacfwd(g_z)(jnp.zeros((len(idx), 2), q.dtype))  # (n, 3, k, 2)
+    acc = _pose_acc(model, q, qd, qdd)
+    w = jnp.stack([model.mass, model.mass, model.inertia], 1)
+    resid = w * acc - applied_wrenches(model, loads)
+    return jnp.einsum("ipjc,ip->jc", E, resid)

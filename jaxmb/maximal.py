@@ -26,7 +26,7 @@ ground) exerts on segment i at joint i, world frame** -- jaxmb's sign of lambda
 moment tau_i (:func:`jaxmb.joint_moments`) enters as an applied wrench, +tau_i on
 segment i and -tau_i on its parent (:func:`joint_moment_loads`).
 
-:func:`accelerations` and :func:`simulate` use only the hand-written constraints,
+:func:`accelerations` and :func:`simulate_maximal` use only the hand-written constraints,
 not the pose map (which serves only to convert a minimal-coordinate state in
 :func:`from_minimal`), so they are an independent reference for forward dynamics and
 for the projection's multipliers (the tests compare them to round-off on random
@@ -37,7 +37,12 @@ given those moments, and a floating root's row is the base force of
 construction). It works for any model: chain or tree, fixed or floating base,
 relative or absolute coordinates (which only matter in the conversions
 :func:`from_minimal` and :func:`to_minimal`). A floating root carries no
-constraint: its row of mu is zero in :func:`accelerations` and :func:`simulate`.
+constraint: its row of mu is zero in :func:`accelerations` and :func:`simulate_maximal`.
+
+The names that would repeat a top-level function of minimal coordinates say
+"maximal": :func:`maximal_joint_positions`, :func:`maximal_point_position`,
+:func:`simulate_maximal` and :class:`MaximalTrajectory` (``joint_positions``,
+``point_position``, ``simulate`` and ``Trajectory`` here are deprecated aliases).
 
 Functions take one sample (``p`` of shape (segments, 3)); ``jax.vmap`` them for
 batches. Example::
@@ -51,6 +56,7 @@ batches. Example::
 
 from __future__ import annotations
 
+import warnings
 from typing import Any, NamedTuple
 
 import jax
@@ -58,6 +64,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from ._checks import _as_array, _float_dtype, check_array, check_dt, check_steps, check_vector
+from ._engine import rk4_scan
 from .dynamics import inverse_dynamics, joint_moments
 from .kinematics import (
     coordinates_to,
@@ -70,19 +77,16 @@ from .model import Model, Segment
 __all__ = [
     "from_minimal",
     "to_minimal",
-    "joint_positions",
-    "point_position",
+    "maximal_joint_positions",
+    "maximal_point_position",
     "constraints",
     "jacobian",
     "joint_moment_loads",
     "accelerations",
     "reactions",
-    "simulate",
-    "Trajectory",
+    "simulate_maximal",
+    "MaximalTrajectory",
 ]
-
-# classical Runge-Kutta: stage offsets a_s (of dt) and weights w_s (of dt / 6)
-_RK4_STAGES = np.array([[0.0, 1.0], [0.5, 2.0], [0.5, 2.0], [1.0, 1.0]])
 
 
 # ------------------------------------------------------------------- helpers
@@ -244,7 +248,7 @@ def to_minimal(model: Model, p, pd, pdd=None):
 # ---------------------------------------------------------------- kinematics
 
 
-def joint_positions(model: Model, p):
+def maximal_joint_positions(model: Model, p):
     """Proximal joint points P_i = c_i - R(theta_i) com_i, (segments, 2), m.
 
     Args:
@@ -255,7 +259,7 @@ def joint_positions(model: Model, p):
     return _proximal(model, p)
 
 
-def point_position(model: Model, p, segment: Segment, point=(0.0, 0.0)):
+def maximal_point_position(model: Model, p, segment: Segment, point=(0.0, 0.0)):
     """World position (2,) of a point fixed on a segment, m.
 
     Args:
@@ -339,7 +343,7 @@ def accelerations(model: Model, p, pd, loads=None, *, alpha=0.0, beta=0.0):
       p, pd: (segments, 3) maximal coordinates and velocities (m, rad; m/s, rad/s).
       loads: optional (segments, 3) world-frame wrenches (Fx, Fy, Mz) at the centres
         of mass (N, N, N m) besides gravity: external loads (:func:`jaxmb.point_load`
-        of ``to_minimal``'s q, or :func:`point_position` for the point) and joint
+        of ``to_minimal``'s q, or :func:`maximal_point_position` for the point) and joint
         moments (:func:`joint_moment_loads`).
       alpha, beta: Baumgarte parameters, 1/s, finite and >= 0 (0: the exact
         multipliers of an admissible state; positive values pull a drifting state
@@ -412,7 +416,7 @@ def reactions(model: Model, q, qd, qdd, loads=None, *, gradient: str = "adjoint"
 # ---------------------------------------------------------------- simulation
 
 
-class Trajectory(NamedTuple):
+class MaximalTrajectory(NamedTuple):
     """A motion simulated in maximal coordinates; steps + 1 samples, the first the initial state.
 
     Attributes:
@@ -433,8 +437,8 @@ class Trajectory(NamedTuple):
     aux: Any = None
 
 
-def simulate(model: Model, p0, pd0, dt, steps: int, *, loads=None, has_aux: bool = False,
-             alpha=20.0, beta=20.0) -> Trajectory:
+def simulate_maximal(model: Model, p0, pd0, dt, steps: int, *, loads=None, has_aux: bool = False,
+                     alpha=20.0, beta=20.0) -> MaximalTrajectory:
     """Integrate the constrained Newton-Euler equations by RK4 (``lax.scan``).
 
     Args:
@@ -443,8 +447,8 @@ def simulate(model: Model, p0, pd0, dt, steps: int, *, loads=None, has_aux: bool
         e.g. from :func:`from_minimal`).
       dt: time step, s (a finite nonzero scalar; a negative one integrates backwards, with
         the sign of the damping term 2 alpha Phidot turned so that the constraint
-        error still decays along the integration; unturned, it grows backwards in
-        time: tests/test_maximal.py).
+        error still decays along the integration; unturned, it would grow backwards in
+        time).
       steps: number of steps, an int >= 0.
       loads: None, a constant (segments, 3) array, or a function ``loads(t, p, pd)``
         returning the (segments, 3) wrenches at the centres of mass besides gravity:
@@ -459,7 +463,7 @@ def simulate(model: Model, p0, pd0, dt, steps: int, *, loads=None, has_aux: bool
         dt = 0.2 ms: 1e-12 m).
 
     Returns:
-      :class:`Trajectory` with steps + 1 samples; pdd, mu and aux at each sample are
+      :class:`MaximalTrajectory` with steps + 1 samples; pdd, mu and aux at each sample are
       those of the integrator's first stage there.
 
     Raises:
@@ -509,24 +513,37 @@ def simulate(model: Model, p0, pd0, dt, steps: int, *, loads=None, has_aux: bool
         p, pd = state
         t = k * dt
 
-        # classical RK4, its four stages as a scan so that the right-hand side is
-        # traced once: stage s evaluates at y + a_s dt k_(s-1), time t + a_s dt, and
-        # y advances by dt/6 sum_s w_s k_s
-        def stage(carry, coef):
-            (kp, kv), (sp, sv) = carry
-            a_s, w_s = coef[0], coef[1]
-            ps, vs = p + a_s * dt * kp, pd + a_s * dt * kv
-            pdd, mu, aux = evaluate(t + a_s * dt, ps, vs)
-            return ((vs, pdd), (sp + w_s * vs, sv + w_s * pdd)), (pdd, mu, aux)
+        # classical RK4, its four stages as a scan so that the right-hand side is traced once
+        def rhs(t_s, p_s, v_s):
+            pdd, mu, aux = evaluate(t_s, p_s, v_s)
+            return pdd, (pdd, mu, aux)
 
-        zero = jnp.zeros_like(p)
-        (_, (sp, sv)), out = jax.lax.scan(stage, ((zero, zero), (zero, zero)), jnp.asarray(_RK4_STAGES, dtype))
         # the first stage is the sample itself: its accelerations, multipliers and aux
-        sample = jax.tree_util.tree_map(lambda x: x[0], out)
-        return (p + dt / 6 * sp, pd + dt / 6 * sv), (p, pd) + sample
+        p_next, pd_next, sample = rk4_scan(rhs, t, p, pd, dt, dtype)
+        return (p_next, pd_next), (p, pd) + sample
 
     # steps + 1 samples: the last step's update is discarded
     _, (p, pd, pdd, mu, aux) = jax.lax.scan(step, (p0, pd0), jnp.arange(steps + 1))
     t = jnp.arange(steps + 1, dtype=dtype) * dt
     drift = jax.vmap(lambda x: jnp.max(jnp.abs(_constraints(model, x))))(p)
-    return Trajectory(t, p, pd, pdd, mu, drift, aux)
+    return MaximalTrajectory(t, p, pd, pdd, mu, drift, aux)
+
+
+# ------------------------------------------------------- deprecated names
+
+_DEPRECATED = {
+    "joint_positions": "maximal_joint_positions",
+    "point_position": "maximal_point_position",
+    "simulate": "simulate_maximal",
+    "Trajectory": "MaximalTrajectory",
+}
+
+
+def __getattr__(name: str):
+    if name in _DEPRECATED:
+        new = _DEPRECATED[name]
+        warnings.warn(f"jaxmb.maximal.{name} is deprecated: use jaxmb.maximal.{new} (the same function; the "
+                      f"name no longer repeats jaxmb.{name}, which works in minimal coordinates)",
+                      DeprecationWarning, stacklevel=2)  # fmt: skip
+        return globals()[new]
+    raise AttributeError(f"module 'jaxmb.maximal' has no attribute {name!r}")

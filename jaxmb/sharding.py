@@ -39,7 +39,7 @@ import numpy as np
 from jax.sharding import Mesh, NamedSharding
 from jax.sharding import PartitionSpec as P
 
-from .kinematics import check_finite
+from ._checks import check_finite
 from .model import Model
 
 try:  # jax >= 0.7

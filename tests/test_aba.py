@@ -1,4 +1,4 @@
-"""The articulated-body forward dynamics (jaxmb.batch._aba_rows) against a dense
+"""The articulated-body forward dynamics (jaxmb._engine.aba._aba_rows) against a dense
 solve of the mass matrix and bias, for every tree/base/coordinate kind, with loads,
 in each of its forms (one fused expression, and materialised every k-th segment)."""
 
@@ -7,7 +7,8 @@ import numpy as np
 import pytest
 
 import jaxmb
-from jaxmb import batch as jb
+from jaxmb import _engine
+from jaxmb._engine import aba, layout, rules
 from random_models import CONFIG_PARAMS, random_model, random_state
 
 # float64 round-off of an O(n) recursion on well-conditioned human-like models
@@ -39,10 +40,10 @@ def test_aba_matches_the_mass_matrix_solve(tree, base, coordinates, n):
     q, qd, _, loads = (np.stack([s[k] for s in states]) for k in range(4))
     tau = 30.0 * rng.standard_normal(q.shape)
     ref = _dense(model, q, qd, tau, loads)
-    m = jb._Params(model, *jb._model_params(model))
+    m = layout._Params(model, *rules._model_params(model))
     args = [jnp.asarray(x.T) for x in (q, qd, tau)] + [jnp.asarray(np.moveaxis(loads, 0, -1))]
     for cut in (0, 1, 3):
-        rows = jb._aba_rows(m, *args, cut)
+        rows = aba._aba_rows(m, *args, cut)
         got = np.stack([np.broadcast_to(np.asarray(r), (len(q),)) for r in rows], 1)
         err = np.abs(got - ref).max() / np.abs(ref).max()
         assert err < RTOL, (cut, err)
@@ -88,8 +89,8 @@ def _forward_case(seed, n, tree, base, coordinates, samples):
 ])  # the richest configuration by default (each compiles five derivatives), all with --slow
 def test_forward_dynamics_model_derivatives(tree, base, coordinates, gradient):
     # "autodiff": the model's term of d qdd goes through a custom_linear_solve whose
-    # transpose is the parameter adjoint (jb._params_tangent); "adjoint": a custom_vjp
-    # calls the parameter adjoint itself (jb._forward_vjp). Reverse mode, forward mode
+    # transpose is the parameter adjoint (rules._params_tangent); "adjoint": a custom_vjp
+    # calls the parameter adjoint itself (rules._forward_vjp). Reverse mode, forward mode
     # ("autodiff" only; "adjoint" must refuse it), forward over reverse and reverse
     # over reverse against central differences, with per-sample loads.
     import jax
@@ -158,7 +159,7 @@ def test_forward_dynamics_gradient_of_every_model_parameter(gradient):
 @pytest.mark.parametrize("gradient", ["adjoint", "autodiff"])
 def test_forward_dynamics_state_derivatives(gradient):
     # "autodiff": the state's term of d qdd (q, qd, loads) goes through a
-    # custom_linear_solve (jb._tangent_split): forward mode by the unrolled kernel's
+    # custom_linear_solve (rules._tangent_split): forward mode by the unrolled kernel's
     # JVP, reverse mode by the matrix form's VJP, higher orders through the matrix
     # form's JVP; "adjoint": the custom_vjp's reverse mode of the matrix form. Each
     # against central differences (first order of the value, second order of the
@@ -166,7 +167,7 @@ def test_forward_dynamics_state_derivatives(gradient):
     import jax
 
     model, q, qd, tau, loads, rng = _forward_case(62, 3, True, "floating", "absolute", 2)
-    assert jb._plan(model, "auto", None, 2)[0] == "unrolled"  # the split applies
+    assert layout._plan(model, "auto", None, 2)[0] == "unrolled"  # the split applies
 
     @jax.jit
     def f(q, qd, loads):
@@ -198,13 +199,13 @@ def test_forward_dynamics_state_derivatives(gradient):
 
 
 @pytest.mark.parametrize("case", ["chain-shared", "human-chunked", "no-adjoint"])
-def test_forward_dynamics_adjoint_equals_autodiff(case, monkeypatch):
-    # The custom_vjp of gradient="adjoint" (jb._forward_vjp) against the custom_jvp
+def test_forward_dynamics_adjoint_equals_autodiff(case):
+    # The custom_vjp of gradient="adjoint" (rules._forward_vjp) against the custom_jvp
     # rule of "autodiff" transposed by JAX, every input at once: the model, q, qd,
     # tau and loads, with broadcast inputs (one tau and one load shared by the
     # batch: their cotangents are sums over it), the chunked articulated-body
     # kernel of the seven-segment human (chunks of 2, the last overlapping), and the
-    # branch for models beyond jb._ADJOINT_MAX (JAX's reverse mode for the model
+    # branch for models beyond Tuning.adjoint_max (JAX's reverse mode for the model
     # too), and (on that small tree) vmap of the single-sample gradient against the
     # batched one.
     import jax
@@ -215,9 +216,7 @@ def test_forward_dynamics_adjoint_equals_autodiff(case, monkeypatch):
         model, chunk = jaxmb.seven_segment_human(), 2
     else:
         model = random_model(rng, 3, tree=True, base="floating", coordinates="absolute")
-    if case == "no-adjoint":
-        monkeypatch.setattr(jb, "_ADJOINT_MAX", 0)
-        jax.clear_caches()  # compiled operators are cached by spec and shapes, not by this constant
+    tuning = _engine.Tuning(adjoint_max=0) if case == "no-adjoint" else _engine.TUNING
     states = [random_state(rng, model) for _ in range(5)]
     q, qd, _, loads = (jnp.asarray(np.stack([s[k] for s in states])) for k in range(4))
     tau = jnp.asarray(5.0 * rng.standard_normal(q.shape))
@@ -225,8 +224,10 @@ def test_forward_dynamics_adjoint_equals_autodiff(case, monkeypatch):
         tau, loads = tau[0], loads[0]  # (dof,) and (segments, 3): shared by the batch
 
     def loss(gradient):
-        def f(m, q, qd, tau, loads):
-            return jnp.sum(jnp.sin(jaxmb.forward_dynamics(m, q, qd, tau, loads, chunk=chunk, gradient=gradient)))
+        spec = _engine.Spec("forward", chunk=chunk, gradient=gradient, tuning=tuning)
+
+        def f(m, q, qd, tau, loads):  # jaxmb.forward_dynamics with the engine's tuning
+            return jnp.sum(jnp.sin(_engine.run(spec, m, q, qd, tau, loads)))
         return f
 
     args = (model, q, qd, tau, loads)
@@ -244,4 +245,3 @@ def test_forward_dynamics_adjoint_equals_autodiff(case, monkeypatch):
         per = jax.jit(jax.vmap(jax.grad(loss("adjoint"), argnums=(1, 2, 3, 4)), in_axes=(None, 0, 0, 0, 0)))(*args)
         for a, d in zip(per, ga[1:]):
             np.testing.assert_allclose(a, d, rtol=1e-9, atol=1e-9 * (1 + np.abs(d).max()))
-        jax.clear_caches()

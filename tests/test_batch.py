@@ -3,7 +3,7 @@
 References: ``jax.vmap`` of the single-sample functions evaluated by the projection
 formulas (tau = D^T (Mp (D qdd + gamma) - h), lambda = E^T (...), derivatives of the
 pose map: a different algorithm from the recursion that the batch path runs), NumPy's
-sin and cos for :func:`jaxmb.batch.sincos`, and the inverse of inverse dynamics for
+sin and cos for :func:`jaxmb._math.sincos`, and the inverse of inverse dynamics for
 the forward dynamics. Random models and states with fixed seeds, every combination
 of chain/tree, fixed/floating base and relative/absolute coordinates, both methods.
 """
@@ -17,7 +17,8 @@ import pytest
 
 import gradcheck
 import jaxmb
-from jaxmb import batch as jb
+from jaxmb import _engine, _math
+from jaxmb._engine import adjoint, evaluate, layout, rules, solve
 from random_models import CONFIG_IDS, CONFIG_PARAMS, CONFIGS, PAIR_CONFIG_PARAMS, random_model, random_state
 
 # The recursion and the projection differ in operation order: a few hundred ulp of
@@ -54,7 +55,7 @@ def test_sincos_matches_numpy_float64():
     # angles of a motion (|x| < 100 rad) and far beyond, up to 1e5 rad
     x = np.concatenate([rng.uniform(-100, 100, 20000), rng.uniform(-1e5, 1e5, 20000),
                         np.arange(-8, 9) * np.pi / 4])  # fmt: skip
-    c, s = jax.jit(jb.sincos)(jnp.asarray(x))
+    c, s = jax.jit(_math.sincos)(jnp.asarray(x))
     assert c.dtype == jnp.float64 and s.dtype == jnp.float64
     # the reduction is exact and the polynomials are below half an ulp: about 1 ulp
     # of the result (<= 1.2e-16 on [-1, 1]); numpy's libm is itself within 1 ulp
@@ -65,15 +66,15 @@ def test_sincos_matches_numpy_float64():
 def test_sincos_float32_and_derivative():
     rng = np.random.default_rng(1)
     x = rng.uniform(-50, 50, 20000).astype(np.float32)
-    c, s = jb.sincos(jnp.asarray(x))
+    c, s = _math.sincos(jnp.asarray(x))
     assert c.dtype == jnp.float32
     # float32: one rounding of the argument's reduction and of the result, ~1e-7
     np.testing.assert_allclose(np.asarray(c), np.cos(x.astype(np.float64)), atol=3e-7)
     np.testing.assert_allclose(np.asarray(s), np.sin(x.astype(np.float64)), atol=3e-7)
     # custom JVP: d cos = -sin dx, d sin = cos dx, in both modes
     x64 = jnp.asarray(rng.uniform(-5, 5, 7))
-    dc = jax.vmap(jax.grad(lambda t: jb.sincos(t)[0]))(x64)
-    ds = jax.vmap(jax.jacfwd(lambda t: jb.sincos(t)[1]))(x64)
+    dc = jax.vmap(jax.grad(lambda t: _math.sincos(t)[0]))(x64)
+    ds = jax.vmap(jax.jacfwd(lambda t: _math.sincos(t)[1]))(x64)
     np.testing.assert_allclose(dc, -np.sin(np.asarray(x64)), rtol=0, atol=3e-16)
     np.testing.assert_allclose(ds, np.cos(np.asarray(x64)), rtol=0, atol=3e-16)
 
@@ -84,18 +85,18 @@ def test_sincos_large_angles_within_the_input_resolution_then_nan(dtype):
     # (what the input itself resolves), beyond it NaN: before, float32 gave
     # sin(1e9) = 1.8e14 and float64 a sine of -2 from 3.4e9 rad (int32 quadrant)
     bits = 64 if dtype == np.float64 else 32
-    limit = jb.SINCOS_LIMIT[bits]
+    limit = _math.SINCOS_LIMIT[bits]
     rng = np.random.default_rng(2)
     mags = [1e3, 1e5, 1e7, 1e9, limit] if bits == 64 else [1e3, 1e5, 1e6, 1e7, limit]
     x = np.concatenate([rng.uniform(m / 2, m, 4000) * rng.choice([-1, 1], 4000) for m in mags] + [[limit, -limit]])
     x = x[np.abs(x) <= limit].astype(dtype)
-    c, s = jax.jit(jb.sincos)(jnp.asarray(x))
+    c, s = jax.jit(_math.sincos)(jnp.asarray(x))
     xs = x.astype(np.float64)
     half = 0.5 * np.spacing(np.abs(x)).astype(np.float64) + (4e-16 if bits == 64 else 2e-7)
     assert (np.abs(np.asarray(c, np.float64) - np.cos(xs)) <= half).all()
     assert (np.abs(np.asarray(s, np.float64) - np.sin(xs)) <= half).all()
     beyond = np.array([np.nextafter(dtype(limit), dtype(np.inf)), -4 * limit, 3.4e9, 1e30], dtype)
-    c, s = jax.jit(jb.sincos)(jnp.asarray(beyond))
+    c, s = jax.jit(_math.sincos)(jnp.asarray(beyond))
     assert np.isnan(np.asarray(c)).all() and np.isnan(np.asarray(s)).all()
 
 
@@ -190,7 +191,7 @@ def test_long_chain_auto_uses_matrix_form_and_matches():
     rng = np.random.default_rng(20)
     model = random_model(rng, 14, coordinates="relative")
     q, qd, qdd, loads = batch_state(21, model)
-    assert jb._plan(model, "auto", None, 10**6) == ("matrix", jb._CHUNK)
+    assert layout._plan(model, "auto", None, 10**6) == ("matrix", layout._CHUNK)
 
     @jax.jit
     def run(model, q, qd, qdd, loads):
@@ -208,20 +209,20 @@ def test_long_chain_auto_uses_matrix_form_and_matches():
 
 def test_deep_chain_auto_is_matrix_on_cpu_unrolled_elsewhere():
     # Within 10 segments, "auto" takes the matrix form on the CPU for paths longer
-    # than jb._UNROLLED_DEPTH_CPU (6) segments and keeps the unrolled recursion on
+    # than layout._UNROLLED_DEPTH_CPU (6) segments and keeps the unrolled recursion on
     # other platforms: the matrix form's products (dot_general) are in the CPU
     # lowering and absent from the CUDA one (lowered without a GPU by jax.export).
     # The human (7 segments, depth 4) and a 6-chain stay unrolled everywhere. Values,
     # the jvp and reverse mode of "auto" equal the unrolled kernel's on the CPU.
     rng = np.random.default_rng(22)
     human = jaxmb.seven_segment_human()
-    assert jb._depth(human) == 4 and jb._depth(random_model(rng, 8)) == 8
+    assert layout._depth(human) == 4 and layout._depth(random_model(rng, 8)) == 8
     for model, deep in ((random_model(rng, 6), False), (human, False), (random_model(rng, 8, tree=True), None),
                         (random_model(rng, 10, base="floating", coordinates="absolute"), True)):  # fmt: skip
-        deep = jb._depth(model) > 6 if deep is None else deep
-        assert jb._cpu_takes_matrix(jb.Spec("tau"), model) == deep
-        assert not jb._cpu_takes_matrix(jb.Spec("forward"), model)
-        assert not jb._cpu_takes_matrix(jb.Spec("tau", "unrolled"), model)
+        deep = layout._depth(model) > 6 if deep is None else deep
+        assert layout._cpu_takes_matrix(_engine.Spec("tau"), model) == deep
+        assert not layout._cpu_takes_matrix(_engine.Spec("forward"), model)
+        assert not layout._cpu_takes_matrix(_engine.Spec("tau", "unrolled"), model)
         x = jnp.zeros((3, model.dof))
         f = jax.jit(lambda q, model=model: jaxmb.inverse_dynamics(model, q, q, q))
         for platform, matrix in (("cpu", deep), ("cuda", False)):
@@ -308,9 +309,9 @@ def test_batched_solvers_match_numpy():
         r = rng.standard_normal((7, d))
         ref = np.linalg.solve(M, r[..., None])[..., 0]
         Mb, rb = jnp.asarray(np.moveaxis(M, 0, -1)), jnp.asarray(r.T)  # (d, d, b), (d, b)
-        for solve in (jb._ldl_solve_rows, jb._cholesky_solve_rows):
-            got = np.asarray(jax.jit(solve)(Mb, rb)).T
-            np.testing.assert_allclose(got, ref, rtol=1e-9, atol=1e-9 * np.abs(ref).max(), err_msg=f"{solve.__name__}, d={d}")
+        for solver in (solve._ldl_solve_rows, solve._cholesky_solve_rows):
+            got = np.asarray(jax.jit(solver)(Mb, rb)).T
+            np.testing.assert_allclose(got, ref, rtol=1e-9, atol=1e-9 * np.abs(ref).max(), err_msg=f"{solver.__name__}, d={d}")
 
 
 def test_forward_dynamics_batch_long_chain_column_loop():
@@ -318,7 +319,7 @@ def test_forward_dynamics_batch_long_chain_column_loop():
     # the Cholesky column loop; forward dynamics still inverts the inverse dynamics.
     rng = np.random.default_rng(46)
     model = random_model(rng, 12, base="floating")
-    assert model.dof > jb._LDL_MAX
+    assert model.dof > _engine.TUNING.ldl_max
     q, qd, qdd, loads = batch_state(47, model, 9)
     tau = jaxmb.inverse_dynamics(model, q, qd, qdd, loads, method="projection")
     acc = jaxmb.forward_dynamics(model, q, qd, tau, loads)
@@ -387,10 +388,10 @@ def test_adjoint_gradient_of_every_input(tree, base, coordinates):
     # reverse mode through jax.vmap of the core function (the projection formulas),
     # for the model's parameters, q, qd, qdd and the loads: per-sample loads, shared
     # loads and none, one and two leading dimensions, and batch sizes that exercise the (B // L, L) view
-    # (L = jb._lanes(float64) = 2) alone (16), with a remainder (13) and the remainder alone (1).
+    # (L = adjoint._lanes(float64) = 2) alone (16), with a remainder (13) and the remainder alone (1).
     rng = np.random.default_rng(80)
     model = random_model(rng, 4, tree=tree, base=base, coordinates=coordinates)
-    assert jb._lanes(jnp.float64) == 2  # the batch sizes below are chosen for it
+    assert adjoint._lanes(jnp.float64) == 2  # the batch sizes below are chosen for it
     cases = [("per-sample", 0, 13), ("shared", 0, 16), ("none", -1, 1), ("per-sample", -1, 16)]
     k = 2 * (CONFIGS.index((tree, base, coordinates)) % 2)  # two cases each: all four over the default pair
     for loads_kind, axis, batch in cases[k : k + 2]:
@@ -420,27 +421,27 @@ def test_adjoint_gradient_of_every_input(tree, base, coordinates):
 
 
 def test_reverse_mode_of_long_unrolled_recursions_goes_through_the_matrix_form():
-    # From jb._REVERSE_MATRIX_MIN segments on, the cotangents of an unrolled
+    # From Tuning.reverse_matrix_min segments on, the cotangents of an unrolled
     # recursion's inputs are the matrix form's reverse mode (XLA:CPU recomputes the
     # unrolled tape per cotangent: 8x slower for a 7-chain). They equal the unrolled
     # kernel's own reverse mode, for the adjoint's state cotangents and for every
     # cotangent with gradient="autodiff", whose forward mode stays the unrolled JVP.
     rng = np.random.default_rng(86)
     model = random_model(rng, 5, tree=True, base="floating", coordinates="absolute")
-    short = random_model(rng, jb._REVERSE_MATRIX_MIN - 1)
+    short = random_model(rng, _engine.TUNING.reverse_matrix_min - 1)
     raw = object()
     for m, switched in ((model, True), (short, False)):
-        assert (jb._reverse_raw(jb.Spec("reactions"), m, raw) is not raw) == switched
-    assert jb._reverse_raw(jb.Spec("reactions", "matrix"), model, raw) is raw
+        assert (rules._reverse_raw(_engine.Spec("reactions"), m, raw) is not raw) == switched
+    assert rules._reverse_raw(_engine.Spec("reactions", "matrix"), model, raw) is raw
     q, qd, qdd, loads = (jnp.asarray(x) for x in batch_state(87, model, 3))
     joints = (0, 2, 4)
     w = jnp.asarray(rng.uniform(0.5, 2.0, (3, len(joints), 2)))
-    unrolled = jb.Spec("reactions", "unrolled", gradient="autodiff", joints=joints, frame="segment")
+    unrolled = _engine.Spec("reactions", "unrolled", gradient="autodiff", joints=joints, frame="segment")
 
     def ref(params, *x):  # the unrolled kernel with no derivative rules
-        return jnp.sum(w * jnp.sin(jb._evaluate_once(unrolled, model, params, *x)))
+        return jnp.sum(w * jnp.sin(evaluate._evaluate_once(unrolled, model, params, *x)))
 
-    params = jb._model_params(model)
+    params = rules._model_params(model)
     ref_g = jax.grad(ref, argnums=(0, 1, 2, 3, 4))(params, q, qd, qdd, loads)
 
     def loss(m, *x, gradient):
@@ -584,10 +585,10 @@ def test_gpu_lowering_splits_the_adjoint_reduction():
         # one reduction over the views of L lanes and, when B is not a multiple of L,
         # one over the remainder: one variadic reduction each on the CPU
         n_rows = 5 * model.segments
-        parts = 1 + bool(B % jb._lanes(q.dtype))
+        parts = 1 + bool(B % adjoint._lanes(q.dtype))
         assert parts == 2
         assert outputs["cpu"] == [n_rows] * parts, (name, outputs)
-        assert max(outputs["cuda"]) <= jb._GPU_GROUP and sum(outputs["cuda"]) == parts * n_rows, (name, outputs)
+        assert max(outputs["cuda"]) <= adjoint._GPU_GROUP and sum(outputs["cuda"]) == parts * n_rows, (name, outputs)
 
 
 def test_adjoint_under_vmap_over_subjects_and_trials():
@@ -609,12 +610,12 @@ def test_adjoint_under_vmap_over_subjects_and_trials():
 
 
 def test_adjoint_limited_in_size():
-    # Beyond _ADJOINT_MAX (32) segments the adjoint's single loop runs slower than
+    # Beyond Tuning.adjoint_max (32) segments the adjoint's single loop runs slower than
     # reverse mode and compiles too slowly (minutes at 80):
     # such models get JAX's reverse mode (tested against the core function elsewhere),
     # so forward mode works there.
     rng = np.random.default_rng(89)
-    model = random_model(rng, jb._ADJOINT_MAX + 1)
+    model = random_model(rng, _engine.TUNING.adjoint_max + 1)
     q, qd, qdd = (jnp.asarray(rng.uniform(-1.0, 1.0, (3, model.dof))) for _ in range(3))
     _, tangent = jax.jvp(lambda x: jaxmb.inverse_dynamics(model, x, qd, qdd), (q,), (qd,))
     assert tangent.shape == q.shape
@@ -687,26 +688,42 @@ def test_invalid_inputs_raise():
 
 
 @pytest.mark.parametrize("first_min", [0, 10**6])  # every model batch-first / every model batch-last
-def test_adjoint_layouts(first_min, monkeypatch):
-    # The adjoint reads q, qd, qdd and tbar batch-first from jb._ADJOINT_FIRST_MIN
+def test_adjoint_layouts(first_min):
+    # The adjoint reads q, qd, qdd and tbar batch-first from Tuning.adjoint_first_min
     # coordinates on (long chains), batch-last below: both layouts, forced on a small
     # floating-base absolute tree, against gradient="autodiff" for inverse dynamics
     # (per-sample loads), joint moments, reactions in the segment frame and forward
     # dynamics, at a batch with a remainder (13 samples).
-    monkeypatch.setattr(jb, "_ADJOINT_FIRST_MIN", first_min)
-    jax.clear_caches()  # compiled operators are cached by spec and shapes, not by the layout constant
+    tuning = _engine.Tuning(adjoint_first_min=first_min)
     rng = np.random.default_rng(93)
     model = random_model(rng, 3, tree=True, base="floating", coordinates="absolute")
     q, qd, qdd, loads = (jnp.asarray(x) for x in batch_state(94, model, 13))
+    def run(kind, m, g, **kw):  # the public function of ``kind`` with the engine's tuning
+        return _engine.run(_engine.Spec(kind, gradient=g, tuning=tuning, **kw), m, q, qd, qdd, loads)
+
+    every = tuple(range(model.segments))
     fns = {
-        "inverse_dynamics": lambda m, g: jaxmb.inverse_dynamics(m, q, qd, qdd, loads, gradient=g),
-        "joint_moments": lambda m, g: jaxmb.joint_moments(m, q, qd, qdd, loads, gradient=g),
-        "joint_reactions": lambda m, g: jaxmb.joint_reactions(m, q, qd, qdd, loads, frame="segment", gradient=g),
-        "forward_dynamics": lambda m, g: jaxmb.forward_dynamics(m, q, qd, qdd, loads, gradient=g),
+        "inverse_dynamics": lambda m, g: run("tau", m, g),
+        "joint_moments": lambda m, g: run("moments", m, g),
+        "joint_reactions": lambda m, g: run("reactions", m, g, joints=every, frame="segment"),
+        "forward_dynamics": lambda m, g: run("forward", m, g),
     }
     for name, f in fns.items():
         got, ref = (jax.jit(jax.grad(lambda m, g=g: jnp.sum(jnp.sin(f(m, g)))))(model)  # noqa: B023
                     for g in ("adjoint", "autodiff"))  # fmt: skip
         for a, b in zip(jax.tree_util.tree_leaves(got), jax.tree_util.tree_leaves(ref)):
             np.testing.assert_allclose(a, b, rtol=RTOL, atol=1e-8, err_msg=name)
-    jax.clear_caches()  # nothing compiled with the forced layout outlives the test
+
+
+def test_batch_module_is_a_deprecated_shim():
+    # jaxmb.batch (the engine's old module) warns on import and forwards its names
+    import importlib
+    import sys
+
+    sys.modules.pop("jaxmb.batch", None)
+    with pytest.warns(DeprecationWarning, match="jaxmb.batch is deprecated"):
+        batch = importlib.import_module("jaxmb.batch")
+    assert batch.sincos is _math.sincos and batch.SINCOS_LIMIT is _math.SINCOS_LIMIT
+    assert batch.Spec is _engine.Spec and batch.run is _engine.run and batch._aba_rows is not None
+    with pytest.raises(AttributeError):
+        batch._FD_SOLVER  # a Tuning field now: Spec(..., tuning=Tuning(solver=...))

@@ -89,16 +89,21 @@ def test_matrix_form_terms_sum_to_inverse_dynamics(case):
                                rtol=RTOL, atol=ATOL)
 
 
+def rnea(model, q, qd, qdd, loads=None):
+    """Pinocchio's rnea: inverse dynamics by the recursion, plain JAX derivatives."""
+    return jaxmb.inverse_dynamics(model, q, qd, qdd, loads, gradient="autodiff")
+
+
 def test_pinocchio_rnea_identities(case):
     model, q, qd, qdd, loads = case
     z = np.zeros(model.dof)
-    g_rnea = jaxmb.rnea(model, q, z, z)
+    g_rnea = rnea(model, q, z, z)
     # gravity = rnea(q, 0, 0); bias = rnea(q, qd, 0) - rnea(q, 0, 0)
     np.testing.assert_allclose(jaxmb.gravity_forces(model, q), g_rnea, rtol=RTOL, atol=ATOL)
-    np.testing.assert_allclose(jaxmb.bias_forces(model, q, qd), jaxmb.rnea(model, q, qd, z) - g_rnea,
+    np.testing.assert_allclose(jaxmb.bias_forces(model, q, qd), rnea(model, q, qd, z) - g_rnea,
                                rtol=RTOL, atol=ATOL)
     # with loads: rnea(q, 0, 0, loads) = G + E
-    np.testing.assert_allclose(jaxmb.rnea(model, q, z, z, loads),
+    np.testing.assert_allclose(rnea(model, q, z, z, loads),
                                g_rnea + jaxmb.external_forces(model, q, loads), rtol=RTOL, atol=ATOL)
     # the gravity term is the gradient of the potential energy, G = dV/dq
     np.testing.assert_allclose(jax.grad(lambda q_: jaxmb.potential_energy(model, q_))(jnp.asarray(q)),
@@ -110,7 +115,7 @@ def test_mass_matrix_columns_from_rnea(case):
     # column j of M is the inverse dynamics of a unit acceleration e_j at rest without gravity
     nog = model.replace(gravity=0.0)
     z = np.zeros(model.dof)
-    cols = np.stack([np.asarray(jaxmb.rnea(nog, q, z, np.eye(model.dof)[j])) for j in range(model.dof)], 1)
+    cols = np.stack([np.asarray(rnea(nog, q, z, np.eye(model.dof)[j])) for j in range(model.dof)], 1)
     np.testing.assert_allclose(jaxmb.mass_matrix(model, q), cols, rtol=RTOL, atol=ATOL)
 
 
@@ -166,3 +171,16 @@ def test_joint_moments_are_generalized_forces_in_relative_fixed():
     model, q, qd, qdd, loads = _case(7, True, "fixed", "relative")
     np.testing.assert_allclose(jaxmb.joint_moments(model, q, qd, qdd, loads),
                                jaxmb.inverse_dynamics(model, q, qd, qdd, loads), rtol=RTOL, atol=ATOL)
+
+
+def test_deprecated_rnea_names_warn_and_agree(case):
+    # rnea is inverse_dynamics(gradient="autodiff") under another name, rnea_full is
+    # joint_loads: deprecated aliases for one release, same results
+    model, q, qd, qdd, loads = case
+    with pytest.warns(DeprecationWarning, match=r'inverse_dynamics\(model, q, qd, qdd, loads, gradient="autodiff"\)'):
+        got = jaxmb.rnea(model, q, qd, qdd, loads)
+    np.testing.assert_array_equal(got, rnea(model, q, qd, qdd, loads))
+    with pytest.warns(DeprecationWarning, match="jaxmb.joint_loads"):
+        old = jaxmb.rnea_full(model, q, qd, qdd, loads)
+    for a, b in zip(old, jaxmb.joint_loads(model, q, qd, qdd, loads)):
+        np.testing.assert_array_equal(a, b)

@@ -64,7 +64,7 @@ def case(request):
             qdd_back=maximal.to_minimal(model, p, pd, pdd_f)[2],
             pdd_min=jaxmb.pose_acceleration(model, q, qd, qdd_f),
             lam_f=jaxmb.joint_reactions(model, q, qd, qdd_f, loads, method="projection"),
-            P=maximal.joint_positions(model, p),
+            P=maximal.maximal_joint_positions(model, p),
             C=maximal.jacobian(model, p),
         )
         return out
@@ -86,7 +86,7 @@ def test_joint_positions(case):
     model, P = case["model"], case["P"]
     np.testing.assert_allclose(P, jaxmb.joint_positions(model, case["q"]), atol=ROUNDOFF)
     i = model.segments - 1
-    np.testing.assert_allclose(maximal.point_position(model, case["p"], i, (0.3, -0.1)),
+    np.testing.assert_allclose(maximal.maximal_point_position(model, case["p"], i, (0.3, -0.1)),
                                jaxmb.point_position(model, case["q"], i, (0.3, -0.1)), atol=ROUNDOFF)
 
 
@@ -160,7 +160,7 @@ def test_simulation_follows_jaxmb_simulate(tree, base, coordinates):
     def both(q0, qd0):
         p0, pd0 = maximal.from_minimal(model, q0, qd0)
         w = jnp.asarray(loads) + maximal.joint_moment_loads(model, jnp.asarray(tau))
-        tr = maximal.simulate(model, p0, pd0, dt, steps, loads=lambda t, p, pd: w, alpha=20.0, beta=20.0)
+        tr = maximal.simulate_maximal(model, p0, pd0, dt, steps, loads=lambda t, p, pd: w, alpha=20.0, beta=20.0)
         q = jax.vmap(lambda p, pd: maximal.to_minimal(model, p, pd)[0])(tr.p, tr.pd)
         ref = jaxmb.simulate(model, q0, qd0, _moment_forces(model, jnp.asarray(tau)), dt, loads=loads,
                              steps=steps)
@@ -180,7 +180,7 @@ def test_backward_simulation_keeps_the_joints_closed():
     model = jaxmb.chain([0.4, 0.35], [0.18, 0.15], [5.0, 3.0], [0.08, 0.04])
     q0, qd0 = jnp.array([0.3, -0.5]), jnp.array([1.0, -2.0])
     p0, pd0 = maximal.from_minimal(model, q0, qd0)
-    tr = maximal.simulate(model, p0, pd0, -1e-3, 1000)
+    tr = maximal.simulate_maximal(model, p0, pd0, -1e-3, 1000)
     q = jax.vmap(lambda p, pd: maximal.to_minimal(model, p, pd)[0])(tr.p[::100], tr.pd[::100])
     ref = jaxmb.simulate(model, q0, qd0, 0.0, -1e-3, steps=1000).q[::100]
     assert float(tr.drift.max()) < 1e-8 and float(tr.t[-1]) == pytest.approx(-1.0)
@@ -201,8 +201,8 @@ def test_simulate_records_aux_and_constant_loads():
     @jax.jit
     def both(q0, qd0, loads):
         p0, pd0 = maximal.from_minimal(model, q0, qd0)
-        a = maximal.simulate(model, p0, pd0, 1e-3, 5, loads=loads)
-        b = maximal.simulate(model, p0, pd0, 1e-3, 5, loads=lambda t, p, pd: (loads, t), has_aux=True)
+        a = maximal.simulate_maximal(model, p0, pd0, 1e-3, 5, loads=loads)
+        b = maximal.simulate_maximal(model, p0, pd0, 1e-3, 5, loads=lambda t, p, pd: (loads, t), has_aux=True)
         return a, b
 
     a, b = both(q0, qd0, loads)
@@ -240,7 +240,7 @@ def test_bad_shapes_name_the_argument():
     with pytest.raises(ValueError, match="tau must have shape"):
         maximal.joint_moment_loads(model, np.zeros(4))
     with pytest.raises(ValueError, match="has_aux"):
-        maximal.simulate(model, p, pd, 1e-3, 2, has_aux=True)
+        maximal.simulate_maximal(model, p, pd, 1e-3, 2, has_aux=True)
     with pytest.raises(ValueError, match="loads must have shape"):
         maximal.reactions(model, q, qd, qd, np.zeros((3, 2)))
 
@@ -258,16 +258,16 @@ def test_non_finite_inputs_bad_steps_and_ragged_lists_raise():
         (lambda: maximal.constraints(model, nan_p), r"p is not finite"),
         (lambda: maximal.reactions(model, q, qd, qd, inf_w), r"loads is not finite"),
         (lambda: maximal.joint_moment_loads(model, jnp.array([0.0, jnp.nan, 0.0])), r"tau is not finite at index 1"),
-        (lambda: maximal.point_position(model, p, 1, (jnp.nan, 0.0)), r"point is not finite"),
-        (lambda: maximal.simulate(model, p, pd, 1e-3, -3), r"steps must be an int >= 0 .* got -3"),
-        (lambda: maximal.simulate(model, p, pd, 1e-3, 2.5), r"steps must be an int >= 0 .* got 2.5"),
-        (lambda: maximal.simulate(model, p, pd, np.nan, 2), r"dt is not finite: nan"),
-        (lambda: maximal.simulate(model, nan_p, pd, 1e-3, 2), r"p0 is not finite"),
-        (lambda: maximal.simulate(model, p, pd, 1e-3, 2, loads=inf_w), r"loads is not finite"),
+        (lambda: maximal.maximal_point_position(model, p, 1, (jnp.nan, 0.0)), r"point is not finite"),
+        (lambda: maximal.simulate_maximal(model, p, pd, 1e-3, -3), r"steps must be an int >= 0 .* got -3"),
+        (lambda: maximal.simulate_maximal(model, p, pd, 1e-3, 2.5), r"steps must be an int >= 0 .* got 2.5"),
+        (lambda: maximal.simulate_maximal(model, p, pd, np.nan, 2), r"dt is not finite: nan"),
+        (lambda: maximal.simulate_maximal(model, nan_p, pd, 1e-3, 2), r"p0 is not finite"),
+        (lambda: maximal.simulate_maximal(model, p, pd, 1e-3, 2, loads=inf_w), r"loads is not finite"),
         # the Baumgarte parameters: a NaN gave an all-NaN trajectory without an error
-        (lambda: maximal.simulate(model, p, pd, 1e-3, 2, alpha=np.nan), r"alpha is not finite: nan"),
-        (lambda: maximal.simulate(model, p, pd, 1e-3, 2, beta=np.inf), r"beta is not finite: inf"),
-        (lambda: maximal.simulate(model, p, pd, 1e-3, 2, alpha=-5.0), r"alpha must be >= 0 .* got -5.0"),
+        (lambda: maximal.simulate_maximal(model, p, pd, 1e-3, 2, alpha=np.nan), r"alpha is not finite: nan"),
+        (lambda: maximal.simulate_maximal(model, p, pd, 1e-3, 2, beta=np.inf), r"beta is not finite: inf"),
+        (lambda: maximal.simulate_maximal(model, p, pd, 1e-3, 2, alpha=-5.0), r"alpha must be >= 0 .* got -5.0"),
         (lambda: maximal.accelerations(model, p, pd, beta=-1.0), r"beta must be >= 0 .* got -1.0"),
         (lambda: maximal.accelerations(model, p, pd, alpha=[1.0, 2.0]), r"alpha must be a scalar"),
         (lambda: maximal.accelerations(model, [[0.0, 0.0, 0.0], [0.0, 0.0], [0.0, 0.0, 0.0]], pd),
@@ -278,4 +278,12 @@ def test_non_finite_inputs_bad_steps_and_ragged_lists_raise():
     for call, message in cases:
         with pytest.raises(ValueError, match=message):
             call()
-    assert maximal.simulate(model, p, pd, 1e-3, 0).p.shape == (1, 3, 3)
+    assert maximal.simulate_maximal(model, p, pd, 1e-3, 0).p.shape == (1, 3, 3)
+
+
+def test_deprecated_names_warn_and_forward():
+    # joint_positions, point_position, simulate and Trajectory repeated top-level names
+    # of minimal coordinates: deprecated aliases of the maximal_* names for one release
+    for old, new in maximal._DEPRECATED.items():
+        with pytest.warns(DeprecationWarning, match=f"jaxmb.maximal.{new}"):
+            assert getattr(maximal, old) is getattr(maximal, new)

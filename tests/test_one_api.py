@@ -9,7 +9,7 @@ import pytest
 
 import gradcheck
 import jaxmb
-from jaxmb import batch as jb
+from jaxmb._engine import rules, solve
 from random_models import CONFIGS, PAIR_CONFIG_PARAMS, random_model, random_state
 
 LEAD = (2, 3)
@@ -36,8 +36,8 @@ def _functions(all_of_them: bool):
             "bias_forces": lambda m, q, qd, qdd, ld: jaxmb.bias_forces(m, q, qd),
             "gravity_forces": lambda m, q, qd, qdd, ld: jaxmb.gravity_forces(m, q),
             "external_forces": lambda m, q, qd, qdd, ld: jaxmb.external_forces(m, q, ld),
-            "rnea_full": lambda m, q, qd, qdd, ld: jnp.concatenate(
-                [x.reshape(x.shape[: q.ndim - 1] + (-1,)) for x in jaxmb.rnea_full(m, q, qd, qdd, ld)], -1),
+            "joint_loads": lambda m, q, qd, qdd, ld: jnp.concatenate(
+                [x.reshape(x.shape[: q.ndim - 1] + (-1,)) for x in jaxmb.joint_loads(m, q, qd, qdd, ld)], -1),
             "torque_components": lambda m, q, qd, qdd, ld: jaxmb.torque_components(m, q, qd, qdd, ld)["coriolis"],
         })  # fmt: skip
     return f
@@ -231,7 +231,7 @@ def test_float32_cost_per_model(name):
     assert np.abs(acc - x64[2]).max() / np.abs(x64[2]).max() < fd_bound
 
 
-@pytest.mark.parametrize("solver", [jb._ldl_solve_rows, jb._cholesky_solve_rows], ids=["ldl", "cholesky"])
+@pytest.mark.parametrize("solver", [solve._ldl_solve_rows, solve._cholesky_solve_rows], ids=["ldl", "cholesky"])
 def test_float32_solve_stays_finite_near_singular(solver):
     # symmetric positive definite matrices whose condition number (1e9) is beyond
     # float32: rounding makes some pivots zero or negative; the floor keeps the
@@ -256,9 +256,9 @@ def test_direct_call_compiles_once_and_is_cached():
     model = random_model(np.random.default_rng(31), 3)
     q, qd, qdd, _ = _states(32, model, (50,))
     jaxmb.inverse_dynamics(model, q, qd, qdd)
-    before = jb._jitted._cache_size()
+    before = rules._jitted._cache_size()
     jaxmb.inverse_dynamics(model.replace(mass=model.mass * 1.1), q + 0.1, qd, qdd)
-    assert jb._jitted._cache_size() == before
+    assert rules._jitted._cache_size() == before
 
 
 def test_default_gradients_are_reverse_mode_and_hessians_work():

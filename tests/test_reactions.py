@@ -47,11 +47,11 @@ def test_projection_equals_recursive(case):
     rec = jaxmb.joint_reactions(model, q, qd, qdd, loads, method="recursive")
     assert proj.shape == (model.segments, 2)
     np.testing.assert_allclose(proj, rec, rtol=RTOL, atol=ATOL)
-    # and the recursive forces are those of rnea_full, with either kernel (the matrix
+    # and the recursive forces are those of joint_loads, with either kernel (the matrix
     # one is the gait pipeline's), whose moments are joint_moments'
     T = jaxmb.joint_moments(model, q, qd, qdd, loads)
     for kernel in ("unrolled", "matrix"):
-        _, F, T_full = jaxmb.rnea_full(model, q, qd, qdd, loads, kernel=kernel)
+        _, F, T_full = jaxmb.joint_loads(model, q, qd, qdd, loads, kernel=kernel)
         np.testing.assert_allclose(F, rec, rtol=RTOL, atol=ATOL)
         np.testing.assert_allclose(T_full, T, rtol=RTOL, atol=ATOL)
 

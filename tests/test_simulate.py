@@ -497,7 +497,7 @@ def test_function_output_must_broadcast_to_the_state():
 def test_gradients_through_simulate(segments):
     # reverse mode of a loss of a batched RK4 simulation with respect to the model,
     # q0, qd0 and a torque profile over steps: the default (forward dynamics'
-    # custom_vjp, jb._forward_vjp) against "autodiff" (its custom_jvp, transposed
+    # custom_vjp, jaxmb._engine.rules._forward_vjp) against "autodiff" (its custom_jvp, transposed
     # by JAX) and a central difference along a random direction; forward mode
     # (jax.jvp) with "autodiff" against the same difference (both for the scan
     # branch; the written-out branch against the difference only)

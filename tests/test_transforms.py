@@ -180,7 +180,7 @@ def test_second_order_grads_wrt_q():
     q, qd, x, loads = state(model, seed=6)
 
     def f(q):
-        tau, F, T = mb.rnea_full(model, q, qd, x, loads)
+        tau, F, T = mb.joint_loads(model, q, qd, x, loads)
         return jnp.concatenate([tau, F.ravel(), T])
 
     _check(f, (q,), order=2)

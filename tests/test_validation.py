@@ -154,6 +154,10 @@ def test_replace_validates_like_construction():
 
 # ------------------------------------------------------------- segments
 
+# the deprecated rnea and rnea_full are validated like the others (their warnings are
+# tested in test_identities.py)
+pytestmark = pytest.mark.filterwarnings(r"ignore:jaxmb\.rnea(_full)? is deprecated:DeprecationWarning")
+
 MODEL = build(base="floating")  # dof = 6, segments = 4: the messages must say which
 DOF = MODEL.dof
 Z = np.zeros(DOF)
@@ -275,6 +279,10 @@ CALLS = {
         lambda m, a: mb.rnea_full(m, a["q"], a["qd"], a["qdd"], a["loads"]),
         [("q", "q"), ("qd", "qd"), ("qdd", "qdd")],
     ),
+    "joint_loads": (
+        lambda m, a: mb.joint_loads(m, a["q"], a["qd"], a["qdd"], a["loads"]),
+        [("q", "q"), ("qd", "qd"), ("qdd", "qdd")],
+    ),
     "simulate": (
         lambda m, a: mb.simulate(m, a["q"], a["qd"], a["tau"], 0.01, loads=a["loads"], steps=2),
         [("q", "q0"), ("qd", "qd0"), ("tau", "tau")],
@@ -283,7 +291,7 @@ CALLS = {
 TAKES_LOADS = [
     "external_forces", "applied_wrenches", "inverse_dynamics", "inverse_dynamics_projection",
     "forward_dynamics", "joint_moments", "joint_reactions", "joint_reactions_recursive",
-    "torque_components", "rnea", "rnea_full", "simulate",
+    "torque_components", "rnea", "rnea_full", "joint_loads", "simulate",
 ]
 
 
@@ -292,7 +300,7 @@ TAKES_LOADS = [
 BATCHED = {
     "mass_matrix", "bias_forces", "gravity_forces", "external_forces", "inverse_dynamics",
     "inverse_dynamics_projection", "forward_dynamics", "joint_moments", "joint_reactions",
-    "joint_reactions_recursive", "torque_components", "rnea", "rnea_full", "simulate", "hand_position",
+    "joint_reactions_recursive", "torque_components", "rnea", "rnea_full", "joint_loads", "simulate", "hand_position",
     "pose", "segment_angles", "joint_positions", "distal_positions", "com_positions", "whole_body_com",
     "point_position", "point_jacobian", "point_velocity", "point_acceleration", "pose_jacobian",
     "constraint_jacobian", "pose_velocity", "pose_acceleration", "coordinates_to", "forces_to",
@@ -407,8 +415,8 @@ def test_shape_checks_also_hold_under_jit_and_vmap():
         (lambda: mb.simulate(MODEL, Z, Z, Z, 0.01, steps=2, method="rk45"), r"method must be 'rk4' or 'euler', got 'rk45'"),
         (lambda: mb.coordinates_to(MODEL, Z, "abs"), r"kind must be 'relative' or 'absolute', got 'abs'"),
         (lambda: mb.forces_to(MODEL, Z, "Relative"), r"kind must be 'relative' or 'absolute', got 'Relative'"),
-        (lambda: mb.rnea_full(MODEL, Z, Z, Z, kernel="matrx"), r"kernel must be one of .* got 'matrx'"),
-        (lambda: mb.rnea_full(MODEL, Z, Z, Z, chunk=-1), r"chunk must be an int >= 0"),
+        (lambda: mb.joint_loads(MODEL, Z, Z, Z, kernel="matrx"), r"kernel must be one of .* got 'matrx'"),
+        (lambda: mb.joint_loads(MODEL, Z, Z, Z, chunk=-1), r"chunk must be an int >= 0"),
         (lambda: mb.joint_moments(MODEL, Z, Z, Z, kernel="fused"), r"kernel must be one of .* got 'fused'"),
     ],
 )
@@ -434,7 +442,7 @@ def test_non_finite_input_raises_eagerly_naming_it(key):
 
 def test_check_finite_names_a_non_finite_scalar():
     """A 0-d NaN or inf is named without an index (formatting one raised IndexError)."""
-    from jaxmb.kinematics import check_finite
+    from jaxmb._checks import check_finite
 
     for x in (np.float64(np.nan), np.array(np.inf), jnp.asarray(np.nan)):
         with pytest.raises(ValueError, match=r"^dt is not finite: (nan|inf)$"):
@@ -523,7 +531,7 @@ def test_large_concrete_inputs_closed_over_by_a_jitted_function():
     """A concrete array above the exact-check size (its sum is checked first) closed
     over by a user's jitted function: still checked, at trace time, and a finite one
     passes (the sum's jitted check once raised a TracerBoolConversionError there)."""
-    from jaxmb.kinematics import _EXACT_FINITE
+    from jaxmb._checks import _EXACT_FINITE
 
     B = _EXACT_FINITE // MODEL.dof + 2
     rng = np.random.default_rng(5)

@@ -56,7 +56,7 @@ def analyze(
     The leg is a floating-base chain thigh (hip -> knee), shank (knee -> ankle), foot
     (ankle -> toe), with absolute segment angles from the joint centres and segment
     lengths their mean distances. The ground reaction force acts on the foot at the
-    centre of pressure. Newton-Euler inverse dynamics (:func:`jaxmb.rnea_full`, or
+    centre of pressure. Newton-Euler inverse dynamics (:func:`jaxmb.joint_loads`, or
     :func:`jaxmb.joint_moments` or :func:`jaxmb.joint_reactions` when ``outputs``
     needs only one of them) then gives, from the ground up, the ankle, knee and hip
     loads: the notebook's segment-by-segment ``invdyn2d``, on jaxmb's core.

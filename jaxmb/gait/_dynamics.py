@@ -12,9 +12,9 @@ import jax.numpy as jnp
 
 from .._math import sincos
 from ..datasets import SEGMENTS
-from ..dynamics import joint_moments, rnea_full
+from ..dynamics import joint_loads, joint_moments
 from ..model import tree
-from ..reactions import joint_reactions
+from ..dynamics import joint_reactions
 from ._result import OUTPUTS
 
 
@@ -78,7 +78,7 @@ def _foot_loads(L, d, q, frc, mz):
     leading batch shape: (..., 3, 3) loads, the thigh and shank rows zero.
 
     The same wrench (F, Mz + (p - c) x F at the foot's centre of mass c), written over
-    the batch with :func:`jaxmb.batch.sincos`: ``vmap`` of ``point_load`` evaluates
+    the batch with the engine's sincos (`jaxmb._math.sincos`): ``vmap`` of ``point_load`` evaluates
     the pose with XLA's sine and cosine and writes a scatter per sample, which cost
     more than the inverse dynamics here. L, d: (..., 3) lengths and centre-of-mass
     distances; q (..., 5) hip x, y and the absolute segment angles; frc (..., 4)
@@ -117,11 +117,11 @@ def _dynamics(params, q, qd, qdd, frc, mz, pelvis, pelvis_rate, *, terms: bool, 
             ld = jnp.zeros_like(ld)
         # the moment T and the force F that each segment's parent exerts at its joint
         # (world frame), those that the outputs need: both from one pass of
-        # rnea_full (the matrix kernel materialises its rows, see _KERNEL), or one
+        # joint_loads (the matrix kernel materialises its rows, see _KERNEL), or one
         # of joint_moments and joint_reactions
         call = lambda f: jax.vmap(lambda a, b, c, e: f(model, a, b, c, e, kernel=_KERNEL))(q, qd, qdd, ld)  # noqa: E731
         if need_tau and need_lam:
-            _, F, T = call(rnea_full)
+            _, F, T = call(joint_loads)
             return T, F
         return (call(joint_moments) if need_tau else None), (call(joint_reactions) if need_lam else None)
 

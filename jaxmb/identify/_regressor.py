@@ -12,7 +12,7 @@ import numpy as np
 from .._checks import check_finite
 from ..dynamics import inverse_dynamics, joint_moments
 from ..model import Model, _replace_unchecked
-from ..reactions import joint_reactions
+from ..dynamics import joint_reactions
 from ._parameters import QUANTITIES, _physical_from_pi, _with_physical, to_parameters, to_physical
 
 
