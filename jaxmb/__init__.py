@@ -62,6 +62,7 @@ from . import maximal
 from . import identify
 from . import optimal
 from . import datasets, gait, io, plot, signal  # NumPy-only at import: no plotting backend, no JAX compile
+from . import reaching, wholebody
 from .optimal import IKResult, Movement, OptimalMovement, hand_position, inverse_kinematics, optimize, workspace
 
 __version__ = "0.1.0"
@@ -128,6 +129,10 @@ __all__ = [
     # gait analysis from lab files, file readers, filters and derivatives, figures
     "gait",
     "datasets",
+    # whole-body residuals and segment parameters fitted to the force plates
+    "wholebody",
+    # the minimum-jerk reach and its torque terms
+    "reaching",
     "io",
     "signal",
     "plot",
