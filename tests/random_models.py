@@ -98,14 +98,16 @@ CONFIG_PARAMS = _config_params(CORE_CONFIGS)
 # For the costliest tests (gradients of every input, each a few compiles): two
 # configurations that still cover each value of each factor (a chain with a fixed
 # base in relative angles, a tree with a floating base in absolute angles).
-PAIR_CONFIG_PARAMS = _config_params([(False, "fixed", "relative"), (True, "floating", "absolute")])
+PAIR_CONFIGS = [(False, "fixed", "relative"), (True, "floating", "absolute")]
+PAIR_CONFIG_PARAMS = _config_params(PAIR_CONFIGS)
 
 
-def config_fixture_params(indexed: bool = False):
-    """Fixture params over CONFIGS (``(index, config)`` when ``indexed``), the five
-    outside CORE_CONFIGS marked slow."""
+def config_fixture_params(indexed: bool = False, default=CORE_CONFIGS):
+    """Fixture params over CONFIGS (``(index, config)`` when ``indexed``), those outside
+    ``default`` (CORE_CONFIGS, or PAIR_CONFIGS for a module whose every test compiles
+    anew per configuration) marked slow."""
     return [
-        pytest.param((k, c) if indexed else c, id=i, marks=() if c in CORE_CONFIGS else pytest.mark.slow)
+        pytest.param((k, c) if indexed else c, id=i, marks=() if c in default else pytest.mark.slow)
         for k, (c, i) in enumerate(zip(CONFIGS, CONFIG_IDS))
     ]
 

@@ -19,7 +19,7 @@ import gradcheck
 import jaxmb
 from jaxmb import _engine, _math
 from jaxmb._engine import adjoint, evaluate, layout, rules, solve
-from random_models import CONFIG_IDS, CONFIG_PARAMS, CONFIGS, PAIR_CONFIG_PARAMS, random_model, random_state
+from random_models import CONFIG_IDS, CONFIGS, PAIR_CONFIG_PARAMS, random_model, random_state
 
 # The recursion and the projection differ in operation order: a few hundred ulp of
 # the largest term (forces up to ~1e3 N, moments ~1e3 N m).
@@ -149,7 +149,7 @@ def _batched(model, q, qd, qdd, loads):
     return out
 
 
-@pytest.mark.parametrize("tree,base,coordinates", CONFIG_PARAMS)
+@pytest.mark.parametrize("tree,base,coordinates", PAIR_CONFIG_PARAMS)  # the rest with --slow
 def test_batch_matches_projection(tree, base, coordinates):
     rng = np.random.default_rng(10)
     model = random_model(rng, 4, tree=tree, base=base, coordinates=coordinates)

@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 import jaxmb
-from random_models import CONFIG_IDS, config_fixture_params, random_case
+from random_models import CONFIG_IDS, PAIR_CONFIGS, config_fixture_params, random_case
 
 # Tolerances. The quantities are O(1-1e3) (masses up to 10 kg, lengths up to 1 m,
 # rates ~2 rad/s, loads ~20 N); two float64 computations of the same quantity by
@@ -33,7 +33,7 @@ def _case(seed, tree, base, coordinates, n=N_SEGMENTS):
     return random_case(seed, tree, base, coordinates, n)
 
 
-@pytest.fixture(params=config_fixture_params(indexed=True))
+@pytest.fixture(params=config_fixture_params(indexed=True, default=PAIR_CONFIGS))  # the rest with --slow
 def case(request):
     k, (tree, base, coordinates) = request.param
     return _case(100 + k, tree, base, coordinates)

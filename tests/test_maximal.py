@@ -15,7 +15,7 @@ from jax.test_util import check_grads
 
 import jaxmb
 from jaxmb import maximal
-from random_models import CONFIGS, config_fixture_params, random_case
+from random_models import CONFIGS, PAIR_CONFIGS, config_fixture_params, random_case
 
 # Two float64 evaluations of the same kinematics by different formulas (the
 # constraint map vs the pose map): a few hundred ulp of the largest term (~1 m, ~10 m/s).
@@ -32,7 +32,7 @@ def _moment_forces(model, tau):
     return jaxmb.forces_to(rel, Q_rel, model.coordinates)
 
 
-@pytest.fixture(scope="module", params=config_fixture_params())
+@pytest.fixture(scope="module", params=config_fixture_params(default=PAIR_CONFIGS))  # the rest with --slow
 def case(request):
     """One random model and state, and everything the tests compare, in one compiled call."""
     tree, base, coordinates = request.param

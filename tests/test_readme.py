@@ -1,12 +1,18 @@
 """The README is a short front page whose examples run as written and say what is true.
 
 Every ```python block runs (in order, in one namespace each); its numbers are then
-checked against independent calls or computations. The quick start comes first, the
-front page stays short, and every command it lists is one that the command line has.
+checked against independent calls or computations. Every ```bash block is checked
+line by line: the extras that ``pip install`` names exist, each ``jaxmb`` command's
+``--help`` runs and lists every option the line uses, and ``python -m pytest`` runs.
+The quick-start command itself (``jaxmb gait`` on the bundled data) runs in
+tests/test_cli_gait.py::test_gait_default_writes_every_result_and_meets_the_targets,
+which checks what it prints and writes. The quick start comes first, the front page
+stays short, and every command it lists is one that the command line has.
 """
 
 import pathlib
 import re
+import shlex
 import subprocess
 import sys
 
@@ -119,3 +125,53 @@ def test_readme_gait_example():
     np.testing.assert_allclose(peaks, np.asarray(res.moments[start:stop]).max(axis=0) / mass, rtol=1e-12)
     # normal walking (Winter): knee extensor peak 0.5-1.5 N m/kg, plantarflexor peak 1.2-1.8 N m/kg
     assert 0.5 < peaks[1] < 1.5 and 1.2 < peaks[2] < 1.8
+
+
+def _bash_commands():
+    """Every command of the README's bash blocks, as argv lists (comments dropped, ``&&``
+    chains split)."""
+    commands = []
+    for block in _blocks("bash"):
+        for line in block.splitlines():
+            for part in line.split("#", 1)[0].split("&&"):
+                if part.strip():
+                    commands.append(shlex.split(part))
+    return commands
+
+
+def _extras():
+    tomllib = pytest.importorskip("tomllib" if sys.version_info >= (3, 11) else "tomli")
+    with open(ROOT / "pyproject.toml", "rb") as f:
+        project = tomllib.load(f)["project"]
+    return set(project.get("optional-dependencies", {})), project.get("scripts", {})
+
+
+def _help(*argv):
+    done = subprocess.run([sys.executable, *argv, "--help"], capture_output=True, text=True, cwd=ROOT)
+    assert done.returncode == 0, f"{' '.join(argv)} --help failed:\n{done.stderr[-2000:]}"
+    return done.stdout
+
+
+def test_readme_bash_blocks_name_commands_that_exist():
+    commands = _bash_commands()
+    programs = {c[0] if c[0] != "python" else " ".join(c[:3]) for c in commands}
+    assert programs <= {"pip", "jaxmb", "python -m pytest"}, f"a README command this test does not check: {programs}"
+    extras, scripts = _extras()
+    assert "jaxmb" in scripts, "pyproject.toml installs no `jaxmb` command"
+    helps = {}
+    for argv in commands:
+        if argv[0] == "pip":  # pip install -e ".[c3d]": every extra named exists
+            for target in argv[2:]:
+                named = re.search(r"\[(.*)\]", target)
+                missing = set(named.group(1).split(",")) - extras if named else set()
+                assert not missing, f"`{shlex.join(argv)}` names extras that pyproject.toml lacks: {missing}"
+        elif argv[0] == "jaxmb":  # python -m jaxmb CMD --help runs and lists every option used
+            command = argv[1] if len(argv) > 1 and not argv[1].startswith("-") else None
+            key = command or ""
+            if key not in helps:
+                helps[key] = _help("-m", "jaxmb", *([command] if command else []))
+            options = {a.split("=", 1)[0] for a in argv[1:] if a.startswith("--")}
+            unknown = {o for o in options if not re.search(rf"{re.escape(o)}\b", helps[key])}
+            assert not unknown, f"`{shlex.join(argv)}` uses options that `jaxmb {key} --help` lacks: {unknown}"
+        else:  # python -m pytest -q
+            assert "--slow" in _help("-m", "pytest", *argv[3:]), "pytest lacks the suite's --slow"
