@@ -40,8 +40,9 @@ import numpy as np
 
 from . import _engine
 from ._checks import _float_dtype, check_array, check_batch, check_loads, check_model, check_vector, prepare
-from .kinematics import _frames, _pose_acc, _rot, batched_states, over_leading, pose
-from .model import Model, Segment, _replace_unchecked
+from ._engine.frames import frames, rot, second_jvp
+from .kinematics import batched_states, over_leading, pose
+from .model import Model, Segment, replace_unchecked
 
 __all__ = [
     "mass_matrix",
@@ -132,7 +133,7 @@ def _zeros(model: Model, like):
 
 
 def _no_gravity(model: Model) -> Model:
-    return _replace_unchecked(model, gravity=jnp.zeros_like(model.gravity))  # checked when it was made
+    return replace_unchecked(model, gravity=jnp.zeros_like(model.gravity))  # checked when it was made
 
 
 def applied_wrenches(model: Model, loads=None):
@@ -227,7 +228,7 @@ def external_forces(model: Model, q, loads, *, gradient: str = "adjoint"):
 
 def _inverse_projection(model: Model, q, qd, qdd, loads):
     """tau = D^T (Mp (D qdd + gamma) - h): a forward then a reverse derivative of g."""
-    acc = _pose_acc(model, q, qd, qdd)
+    acc = second_jvp(lambda q_: pose(model, q_), q, qd, qdd)
     w = jnp.stack([model.mass, model.mass, model.inertia], 1)
     resid = w * acc - applied_wrenches(model, loads)
     _, vjp = jax.vjp(lambda q_: pose(model, q_), q)
@@ -565,12 +566,12 @@ def point_load(model: Model, q, segment: Segment, point, force, moment=0.0, *, f
 def _point_load(model, i, q, point, force, moment, frame, dtype):
     """One sample of :func:`point_load`: the (segments, 3) loads."""
     q = jnp.asarray(q).astype(dtype)
-    theta, P = _frames(model, q)
-    c = P[i] + _rot(theta[i], model.com[i])
+    theta, P = frames(model, q)
+    c = P[i] + rot(theta[i], model.com[i])
     point, force, moment = jnp.asarray(point), jnp.asarray(force), jnp.asarray(moment)
     p = point.astype(dtype)
     if frame == "segment":
-        p = P[i] + _rot(theta[i], p)
+        p = P[i] + rot(theta[i], p)
     f = force.astype(dtype)
     d = p - c
     mz = moment.astype(dtype) + d[0] * f[1] - d[1] * f[0]
@@ -682,7 +683,7 @@ def _reactions_projection(model, q, qd, qdd, loads, idx):
         return pose(model, q, z)
 
     E = jax.jacfwd(g_z)(jnp.zeros((len(idx), 2), q.dtype))  # (n, 3, k, 2)
-    acc = _pose_acc(model, q, qd, qdd)
+    acc = second_jvp(lambda q_: pose(model, q_), q, qd, qdd)
     w = jnp.stack([model.mass, model.mass, model.inertia], 1)
     resid = w * acc - applied_wrenches(model, loads)
     return jnp.einsum("ipjc,ip->jc", E, resid)

@@ -27,24 +27,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from ._checks import (  # noqa: F401  (re-exported while the package moves to _checks)
-    _float_dtype,
-    _EXACT_FINITE,
-    angle_limit,
-    check_finite,
-    _as_array,
-    check_real,
-    _jax_float,
-    check_range,
-    check_array,
-    check_steps,
-    check_dt,
-    check_vector,
-    check_model,
-    check_batch,
-    check_loads,
-    prepare,
-)
+from ._checks import _as_array, _float_dtype, check_array, check_batch, check_vector, prepare
+from ._engine.frames import angles, frames, rot, second_jvp, split
 from .model import Model, Segment, ancestor_matrix
 
 __all__ = [
@@ -139,46 +123,6 @@ def batched_states(*names):
 # ------------------------------------------------------------------- pose map
 
 
-def _rot(theta, v):
-    """Rotate local 2-vectors v (..., 2) by angles theta (...)."""
-    c, s = jnp.cos(theta), jnp.sin(theta)
-    return jnp.stack([c * v[..., 0] - s * v[..., 1], s * v[..., 0] + c * v[..., 1]], axis=-1)
-
-
-def _split(model: Model, q):
-    """Base position (2,) and the angle coordinates (segments,)."""
-    if model.base == "floating":
-        return q[:2], q[2:]
-    return model.origin, q
-
-
-def _angles(model: Model, qa):
-    if model.coordinates == "absolute":
-        return qa
-    A = ancestor_matrix(model.parent)
-    return jnp.asarray(A, qa.dtype) @ qa
-
-
-def _frames(model: Model, q, z=None):
-    """Absolute angles (n,) and proximal joint points (n, 2).
-
-    P_i = P_parent(i) + attach_i u(theta_parent(i)) + z_i, with the root at the base;
-    in matrix form P = base + A @ (edge vectors + z), A the ancestor matrix.
-    """
-    base, qa = _split(model, q)
-    theta = _angles(model, qa)
-    parent = np.asarray(model.parent)
-    par = np.where(parent < 0, 0, parent)
-    is_child = jnp.asarray(parent >= 0, q.dtype)
-    theta_p = theta[par]
-    edge = (is_child * model.joint_attach)[:, None] * jnp.stack([jnp.cos(theta_p), jnp.sin(theta_p)], -1)
-    if z is not None:
-        edge = edge + z
-    A = jnp.asarray(ancestor_matrix(model.parent), q.dtype)
-    P = base[None, :] + A @ edge
-    return theta, P
-
-
 @batched_states("q")
 def pose(model: Model, q, z=None):
     """The pose map g(q, z): centre of mass and angle of every segment.
@@ -210,8 +154,8 @@ def pose(model: Model, q, z=None):
                 f"per joint, got shape {z.shape}"
             )
         z = z.astype(dtype)
-    theta, P = _frames(model, q, z)
-    c = P + _rot(theta, model.com)
+    theta, P = frames(model, q, z)
+    c = P + rot(theta, model.com)
     return jnp.concatenate([c, theta[:, None]], axis=1)
 
 
@@ -227,21 +171,21 @@ def _check(model, q, *rates):
 def segment_angles(model: Model, q):
     """Absolute segment angles theta (segments,), rad, counter-clockwise from +x."""
     model, q = _check(model, q)
-    return _angles(model, _split(model, q)[1])
+    return angles(model, split(model, q)[1])
 
 
 @batched_states("q")
 def joint_positions(model: Model, q):
     """Proximal joint points P (segments, 2), m."""
     model, q = _check(model, q)
-    return _frames(model, q)[1]
+    return frames(model, q)[1]
 
 
 @batched_states("q")
 def distal_positions(model: Model, q):
     """Distal end points P + L u(theta) (segments, 2), m."""
     model, q = _check(model, q)
-    theta, P = _frames(model, q)
+    theta, P = frames(model, q)
     return P + model.length[:, None] * jnp.stack([jnp.cos(theta), jnp.sin(theta)], -1)
 
 
@@ -267,8 +211,8 @@ def _point_fn(model: Model, segment: Segment, point):
         raise ValueError(f"point must have shape (2,) (along, across in segment {i}'s frame), got {point.shape}")
 
     def f(q):
-        theta, P = _frames(model, q)
-        return P[i] + _rot(theta[i], point.astype(q.dtype))
+        theta, P = frames(model, q)
+        return P[i] + rot(theta[i], point.astype(q.dtype))
 
     return f
 
@@ -341,9 +285,7 @@ def pose_velocity(model: Model, q, qd):
 
 def _pose_acc(model: Model, q, qd, qdd):
     """pddot = D qdd + gamma, gamma = Ddot qd (a second directional derivative)."""
-    g = lambda q_: pose(model, q_)  # noqa: E731
-    vel = lambda q_: jax.jvp(g, (q_,), (qd,))[1]  # noqa: E731
-    return jax.jvp(g, (q,), (qdd,))[1] + jax.jvp(vel, (q,), (qd,))[1]
+    return second_jvp(lambda q_: pose(model, q_), q, qd, qdd)
 
 
 @batched_states("q", "qd", "qdd")

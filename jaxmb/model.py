@@ -16,6 +16,7 @@ by +90 degrees). A child is attached at ``attach_i`` along its parent's axis.
 from __future__ import annotations
 
 import dataclasses
+import warnings
 import functools
 from typing import Sequence, Union
 
@@ -198,8 +199,6 @@ class Model:
         float32) and then used with float64 inputs."""
         if jnp.dtype(dtype) == jnp.float64 and any(
                 getattr(x, "dtype", None) == jnp.float32 for x in jax.tree_util.tree_leaves(self)):  # fmt: skip
-            import warnings
-
             warnings.warn(
                 "the model's parameters are float32 and are used at float64: they keep float32's rounding (about "
                 "1e-7 relative). A model made before jax.config.update('jax_enable_x64', True) is float32; make it "
@@ -246,7 +245,7 @@ def _unflatten(meta, leaves) -> Model:
 jax.tree_util.register_pytree_with_keys(Model, _flatten_with_keys, _unflatten, _flatten)
 
 
-def _replace_unchecked(model: Model, **changes) -> Model:
+def replace_unchecked(model: Model, **changes) -> Model:
     """A copy with some parameters changed and not checked (e.g. the massless model
     of a regressor, gravity switched off): for the library's own derived models."""
     leaves, meta = _flatten(model)

@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import numpy as np
 
+from .kinematics import distal_positions, joint_positions
+from .model import Model
+
 __all__ = ["torque_components_figure", "stick_figure"]
 
 _TERMS = (("inertial", "M q̈ (inertial)"), ("coriolis", "C (Coriolis/centripetal)"),
@@ -11,8 +14,6 @@ _TERMS = (("inertial", "M q̈ (inertial)"), ("coriolis", "C (Coriolis/centripeta
 
 
 def _check_model(model, name="model"):
-    from .model import Model
-
     if not isinstance(model, Model):
         raise ValueError(f"{name} must be a jaxmb Model, got {type(model).__name__}")
 
@@ -117,8 +118,6 @@ def stick_figure(model, qs, *, every=1, ax=None, color="C0"):
       the Figure (or the Axes' figure).
     """
     from matplotlib.figure import Figure
-
-    from .kinematics import distal_positions, joint_positions
 
     _check_model(model)
     qs = np.asarray(qs)

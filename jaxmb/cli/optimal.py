@@ -20,8 +20,8 @@ import warnings
 
 import numpy as np
 
-import jaxmb
-
+from .. import optimal
+from ..anthropometry import two_link_arm
 from . import _output
 
 COSTS = ("hand_jerk", "joint_jerk", "torque", "torque_change")
@@ -120,7 +120,7 @@ def grid_targets(model, n: int):
     arm's reach, clear of its edges (from r_min + 2 % of r_max to 97 % of r_max), times
     n directions evenly spaced around the shoulder, counter-clockwise from +y. All
     are reachable. (n * n, 2) array, m, distance by distance."""
-    r_min, r_max = jaxmb.workspace(model)
+    r_min, r_max = optimal.workspace(model)
     radii = np.linspace(r_min + 0.02 * r_max, 0.97 * r_max, n)
     angles = np.pi / 2 + 2 * np.pi * np.arange(n) / n
     xy = np.stack([np.outer(radii, np.cos(angles)), np.outer(radii, np.sin(angles))], -1).reshape(-1, 2)
@@ -181,7 +181,7 @@ def _check(args):
         return _fail(f"unknown cost {bad[0] if bad else '(none)'!r}: choose among {', '.join(COSTS)}")
     if args.basis < 1:
         return _fail(f"--basis must be >= 1, got {args.basis}")
-    need = jaxmb.optimal.min_nodes(args.basis)  # optimize's default quadrature
+    need = optimal.min_nodes(args.basis)  # optimize's default quadrature
     if args.nodes < need:
         return _fail(f"--nodes must be >= {need} (2 (basis + 3) Gauss-Legendre points for the {args.basis} "
                      f"correction functions; fewer let the optimiser exploit the quadrature error), got {args.nodes}")
@@ -194,10 +194,10 @@ def _check(args):
     if args.out and os.path.exists(args.out) and not os.path.isdir(args.out):
         return _fail(f"--out {args.out} exists and is not a folder")
     try:
-        model = jaxmb.two_link_arm(height=args.height, body_mass=args.mass, gravity=args.gravity)
+        model = two_link_arm(height=args.height, body_mass=args.mass, gravity=args.gravity)
     except ValueError as e:  # e.g. a height in centimetres
         return _fail(str(e).replace("height ", "--height ", 1).replace("body_mass ", "--mass ", 1))
-    r_min, r_max = jaxmb.workspace(model)
+    r_min, r_max = optimal.workspace(model)
     for name, p in (("--start", args.start), ("--end", args.end)):
         r = float(np.hypot(*p))
         if not r_min <= r <= r_max:
@@ -232,7 +232,7 @@ def _optimise(args, costs, model, start, end, tg, skipped):
     try:
         with warnings.catch_warnings(record=True) as caught:  # as notes, not warning lines with a source path
             warnings.simplefilter("always")
-            results = {c: jaxmb.optimize(model, start, end, args.duration, target="hand", cost=c, nodes=args.nodes,
+            results = {c: optimal.optimize(model, start, end, args.duration, target="hand", cost=c, nodes=args.nodes,
                                          basis=args.basis)
                        for c in costs}  # fmt: skip
     except ValueError as e:
@@ -246,11 +246,11 @@ def _optimise(args, costs, model, start, end, tg, skipped):
     for c, r in results.items():
         speed = np.linalg.norm(np.asarray(r.hand_vel), axis=-1)
         print(f"{c:>15s}{100 * float(curvature(r.hand)):10.2f}%{speed.max():10.3f} m/s{float(r.cost):12.4g}"
-              f"{int(r.iterations):11d}  {jaxmb.optimal.STATUS[int(r.status)]}")
+              f"{int(r.iterations):11d}  {optimal.STATUS[int(r.status)]}")
     grid_rows = None
     if tg is not None:
         try:
-            res = jaxmb.optimize(model, start, tg, args.duration, target="hand", cost="torque_change",
+            res = optimal.optimize(model, start, tg, args.duration, target="hand", cost="torque_change",
                                  nodes=args.nodes, basis=args.basis, chunk=max(1, -(-len(tg) // 20)), progress=True)
         except ValueError as e:
             return _fail(str(e).splitlines()[0])
@@ -281,7 +281,7 @@ def _write(args, results, model, start, tg, skipped, grid_rows, grid_result) -> 
         for row in zip(np.asarray(r.t), *np.asarray(r.q).T, *np.asarray(r.hand).T, *np.asarray(r.hand_vel).T,
                        *np.asarray(r.tau).T):
             w.writerow([c] + [f"{v:.10g}" for v in row])
-    grid = None if tg is None else (start, tg, k, converged, skipped, jaxmb.workspace(model))
+    grid = None if tg is None else (start, tg, k, converged, skipped, optimal.workspace(model))
     fig = figure(results, f"optimal reaches, hand ({args.start[0]:g}, {args.start[1]:g}) m $\\rightarrow$ "
                  f"({args.end[0]:g}, {args.end[1]:g}) m in {args.duration:g} s, g = {args.gravity:g} m/s$^2$", grid)
     files = {os.path.join(args.out, "optimal_reach.csv"): buf.getvalue(),

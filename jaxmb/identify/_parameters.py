@@ -16,7 +16,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from ..model import Model, _replace_unchecked
+from ..model import Model, replace_unchecked
 
 
 PARAMETERS = ("m", "mx", "my", "J")
@@ -81,7 +81,7 @@ def to_parameters(model: Model):
 
 def _with_physical(model: Model, phys) -> Model:
     """The model with (n, 4) physical parameters, unchecked (traceable)."""
-    return _replace_unchecked(model, mass=phys[:, 0], com=phys[:, 1:3], inertia=phys[:, 3])
+    return replace_unchecked(model, mass=phys[:, 0], com=phys[:, 1:3], inertia=phys[:, 3])
 
 
 def from_physical(model: Model, phys) -> Model:

@@ -11,7 +11,7 @@ import numpy as np
 
 from .._checks import check_finite
 from ..dynamics import inverse_dynamics, joint_moments
-from ..model import Model, _replace_unchecked
+from ..model import Model, replace_unchecked
 from ..dynamics import joint_reactions
 from ._parameters import QUANTITIES, _physical_from_pi, _with_physical, to_parameters, to_physical
 
@@ -35,7 +35,7 @@ def _engine(quantity, q, qd, qdd, joints, frame):
 
 
 def _massless(model: Model) -> Model:
-    return _replace_unchecked(model, mass=jnp.zeros_like(model.mass), inertia=jnp.zeros_like(model.inertia))
+    return replace_unchecked(model, mass=jnp.zeros_like(model.mass), inertia=jnp.zeros_like(model.inertia))
 
 
 @functools.partial(jax.jit, static_argnames=("quantity", "joints", "frame"))
