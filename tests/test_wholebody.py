@@ -203,3 +203,35 @@ def test_prior_around_and_bad_free():
                                 prior=prior, sigma=1.0, free=("masses",))
     s = wholebody.summarize(jnp.ones((4, 3)), body_mass=10.0)
     assert np.isnan(float(s.rms_percent[2])) and float(s.rms_percent[0]) == pytest.approx(100 / 98.1)
+
+
+def test_many_subjects_in_one_call_equal_the_single_fits():
+    """fit_subjects (one vmapped, compiled call) equals fit_to_plates per subject to round-off."""
+    subjects = [body(mass_scale=s) for s in (1.0, 1.15, 0.9)]
+    motions = [motion(m, T=15, trials=(2,)) for m in subjects]
+    for k, (q, qd, qdd) in enumerate(motions):  # other motions per subject
+        motions[k] = (q + 0.05 * k, qd, qdd)
+    loads = [plate_loads(m, *mo)[0] for m, mo in zip(subjects, motions)]
+    starts, priors = zip(*[_prior_around(m, scale=1.1) for m in subjects])
+    stack = lambda k: jnp.stack([mo[k] for mo in motions])  # noqa: E731
+    w = np.ones((3, 2, 15))
+    w[1, 1, 10:] = 0.0  # a ragged subject: padded frames weigh 0
+    sigma = np.array([5.0, 5.0, 1.0])
+    fits = wholebody.fit_subjects(list(starts), stack(0), stack(1), stack(2), jnp.stack(loads), priors=list(priors),
+                                  sigma=sigma, weights=w, body_mass=[float(m.mass.sum()) for m in subjects])
+    assert fits.parameters.shape == (3, 40) and fits.covariance.shape == (3, 40, 40)
+    for k in range(3):
+        one = wholebody.fit_to_plates(starts[k], *motions[k], loads[k], prior=priors[k], sigma=sigma, weights=w[k],
+                                      body_mass=float(subjects[k].mass.sum()))
+        # Round-off of one SVD of the same rows, batched or not.
+        np.testing.assert_allclose(fits.parameters[k], one.parameters, rtol=1e-9, atol=1e-10)
+        np.testing.assert_allclose(fits.covariance[k], one.covariance, rtol=1e-8, atol=1e-14)
+        np.testing.assert_allclose(fits.physical[k], one.physical, rtol=1e-9, atol=1e-10)
+        assert bool(fits.consistent[k]) == one.consistent and not fits.held[k].any()
+    with pytest.raises(ValueError, match="another topology"):
+        wholebody.fit_subjects([starts[0], jaxmb.chain([1.0], [0.5], [1.0], [0.1], base="floating")], stack(0)[:2],
+                               stack(1)[:2], stack(2)[:2], jnp.stack(loads)[:2], priors=list(priors[:2]), sigma=1.0)
+    w[2] = 0.0
+    with pytest.raises(ValueError, match=r"subjects \[2\] have no frame"):
+        wholebody.fit_subjects(list(starts), stack(0), stack(1), stack(2), jnp.stack(loads), priors=list(priors),
+                               sigma=sigma, weights=w)
