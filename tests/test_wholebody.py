@@ -235,3 +235,54 @@ def test_many_subjects_in_one_call_equal_the_single_fits():
     with pytest.raises(ValueError, match=r"subjects \[2\] have no frame"):
         wholebody.fit_subjects(list(starts), stack(0), stack(1), stack(2), jnp.stack(loads), priors=list(priors),
                                sigma=sigma, weights=w)
+
+
+def _upper_body_moment(model, q, qd, qdd):
+    """Independent top-down hip moment: the upper body (pelvis, trunk, arm) as its own floating model."""
+    keep = [0, 1, 8, 9]
+    sub = jaxmb.tree([-1, 0, 1, 2], np.asarray(model.length)[keep], np.asarray(model.com)[keep],
+                     np.asarray(model.mass)[keep], np.asarray(model.inertia)[keep], attach=[None, None, 0.45, None],
+                     base="floating", coordinates="absolute")
+    cols = [0, 1] + [2 + i for i in keep]
+    tau = jaxmb.inverse_dynamics(sub, q[..., cols], qd[..., cols], qdd[..., cols])
+    return -tau[..., 2:].sum(-1)  # the moment the legs must supply about the hip point
+
+
+def test_hip_moments_top_down_and_bottom_up_before_and_after_the_fit():
+    model = body("absolute")
+    q, qd, qdd = motion(model, T=25)
+    loads, _ = plate_loads(model, q, qd, qdd)
+    true = wholebody.whole_body_moments(model, q, qd, qdd, loads)
+    np.testing.assert_allclose(true.hips_top_down, _upper_body_moment(model, q, qd, qdd), rtol=1e-10, atol=1e-9)
+    np.testing.assert_allclose(true.hips, jaxmb.joint_moments(model, q, qd, qdd, loads)[:, [2, 5]], atol=1e-12)
+    # True model: both ways agree to round-off (its residual is zero).
+    np.testing.assert_allclose(true.hips.sum(-1), true.hips_top_down, atol=1e-9 * float(jnp.abs(true.hips).max()))
+    start, prior = _prior_around(model)
+    before = wholebody.whole_body_moments(start, q, qd, qdd, loads)
+    gap = before.hips.sum(-1) - before.hips_top_down
+    r = wholebody.residuals(start, q, qd, qdd, loads, about="root")
+    np.testing.assert_allclose(gap, r[:, 2], atol=1e-9)  # the difference is the root's residual moment
+    assert float(jnp.abs(gap).max()) > 1.0
+    fit = wholebody.fit_to_plates(start, q, qd, qdd, loads, prior=prior, sigma=1e-6)
+    after = wholebody.whole_body_moments(fit.model(start), q, qd, qdd, loads, loads_for=start)
+    assert float(jnp.abs(after.hips.sum(-1) - after.hips_top_down).max()) < 1e-6
+    with pytest.raises(ValueError, match="one point of one parent"):
+        wholebody.whole_body_moments(model, q, qd, qdd, loads, hips=("thigh_r", "uarm"))
+
+
+def test_residual_bands_match_the_posterior():
+    """Monte Carlo bands of the root residual against the exact spread sqrt(Y cov Y^T)."""
+    model = body()
+    q, qd, qdd = motion(model, T=10)
+    loads, _ = plate_loads(model, q, qd, qdd)
+    start, prior = _prior_around(model)
+    fit = wholebody.fit_to_plates(start, q, qd, qdd, loads, prior=prior, sigma=(20.0, 20.0, 5.0))
+    lo, mid, hi = wholebody.residual_bands(start, fit, q, qd, qdd, loads, draws=4000, about="root")
+    Y, y0 = wholebody.root_regressor(start, q, qd, qdd, loads)
+    sd = np.sqrt(np.einsum("tij,jk,tik->ti", Y, fit.covariance, Y))
+    nominal = Y @ fit.parameters + y0
+    # 4000 draws: the band's half-width within 6 % of 1.96 sd, its median within 0.1 sd.
+    np.testing.assert_allclose((hi - lo) / 2, 1.959964 * sd, rtol=0.06)
+    assert float(jnp.max(jnp.abs(mid - nominal) / sd)) < 0.1
+    com = wholebody.residual_bands(start, fit, q, qd, qdd, loads, draws=50)
+    assert com.shape == (3, 10, 3) and np.all(np.isfinite(com))

@@ -21,6 +21,7 @@ Example:
 
 from ._batch import SubjectFits, fit_subjects, stack_models
 from ._fit import PlateFit, about_com, barycentric_prior, fit_to_plates, prior_around, root_regressor
+from ._moments import WholeBodyMoments, residual_bands, whole_body_moments
 from ._lab import ARM_MARKERS, WholeBodyTrial, whole_body_trial
 from ._residuals import ResidualSummary, residuals, summarize
 
@@ -37,6 +38,9 @@ __all__ = [
     "SubjectFits",
     "stack_models",
     "prior_around",
+    "whole_body_moments",
+    "WholeBodyMoments",
+    "residual_bands",
     "whole_body_trial",
     "WholeBodyTrial",
     "ARM_MARKERS",
