@@ -286,3 +286,36 @@ def test_residual_bands_match_the_posterior():
     assert float(jnp.max(jnp.abs(mid - nominal) / sd)) < 0.1
     com = wholebody.residual_bands(start, fit, q, qd, qdd, loads, draws=50)
     assert com.shape == (3, 10, 3) and np.all(np.isfinite(com))
+
+
+def test_masses_held_at_their_floor():
+    """Data that want a negative mass: it is held at mass_floor x its prior mean, the rest refitted exactly."""
+    model = body()
+    q, qd, qdd = motion(model, T=20, trials=(2,))
+    loads, _ = plate_loads(model, q, qd, qdd)
+    start, prior = _prior_around(model)
+    Y, _ = wholebody.root_regressor(start, q, qd, qdd, loads)
+    phys = np.asarray(jaxmb.identify.to_physical(model)).copy()
+    phys[8, 0] = -5.0  # the upper arm "weighs" -5 kg in the data
+    m, cx, cy, inertia = phys.T
+    truth = np.stack([m, m * cx, m * cy, inertia + m * (cx**2 + cy**2)], -1).reshape(-1)
+    meas = -(np.asarray(Y) @ truth)
+    sigma = np.array([1.0, 1.0, 0.2])
+    fit = wholebody.fit_to_plates(start, q, qd, qdd, loads, prior=prior, sigma=sigma, regressor=(Y, meas))
+    floor = 0.1 * np.asarray(prior.mean)[:, 0]
+    assert fit.held[8] and fit.parameters[32] == pytest.approx(floor[8], rel=1e-12)
+    assert np.all(fit.parameters[0::4] >= floor * (1 - 1e-12)) and fit.stderr[32] == 0.0
+    # Independent: NumPy least squares of the same rows with the held masses' columns fixed.
+    mean, L = (np.asarray(x) for x in wholebody.barycentric_prior(prior))
+    A = np.concatenate([(np.asarray(Y) / sigma[:, None]).reshape(-1, 40), L])
+    b = np.concatenate([(-meas / sigma).reshape(-1), L @ mean])
+    held = 4 * np.where(fit.held)[0]
+    free_cols = np.setdiff1d(np.arange(40), held)
+    x = np.zeros(40)
+    x[held] = floor[fit.held]
+    x[free_cols] = np.linalg.lstsq(A[:, free_cols], b - A[:, held] @ x[held], rcond=None)[0]
+    np.testing.assert_allclose(fit.parameters, x, rtol=1e-8, atol=1e-9)
+    # Without the bound the same rows give a negative mass.
+    assert np.linalg.lstsq(A, b, rcond=None)[0][32] < 0
+    with pytest.raises(ValueError, match="mass_floor"):
+        wholebody.fit_to_plates(start, q, qd, qdd, loads, prior=prior, sigma=sigma, regressor=(Y, meas), mass_floor=0)
