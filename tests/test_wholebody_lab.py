@@ -54,17 +54,21 @@ def test_residuals_of_the_table_model(trial):
     assert np.all(raw.rms[:2] > s.rms[:2])  # the force content above 6 Hz
 
 
+def _without(c3d, label):
+    """The trial without one marker."""
+    m = c3d.markers
+    keep = [i for i, lab in enumerate(m.labels) if lab != label]
+    return dataclasses.replace(c3d, markers=dataclasses.replace(m, labels=tuple(m.labels[i] for i in keep),
+                                                                xyz=np.asarray(m.xyz)[:, keep], descriptions=None))
+
+
 def test_lower_body_only_and_missing_marker(c3d):
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         hat = wholebody.whole_body_trial(c3d, arms=False)
         assert hat.model.names[0] == "hat" and hat.model.segments == 7
-        m = c3d.markers
-        keep = [i for i, lab in enumerate(m.labels) if lab != "RELB"]
-        cut = dataclasses.replace(c3d, markers=dataclasses.replace(m, labels=tuple(m.labels[i] for i in keep),
-                                                                   xyz=np.asarray(m.xyz)[:, keep], descriptions=None))
         with pytest.raises(ValueError, match="RELB missing"):
-            wholebody.whole_body_trial(cut, arms=True)
+            wholebody.whole_body_trial(_without(c3d, "RELB"), arms=True)
 
 
 def test_command_writes_every_file(tmp_path):
@@ -111,12 +115,9 @@ def test_errors_tell_what_to_do(c3d, monkeypatch):
         with pytest.raises(ValueError, match="no measured frame.*lower min_force"):
             wholebody.whole_body_trial(_with_forces(c3d, G))
         monkeypatch.undo()
-        m = c3d.markers
-        keep = [i for i, lab in enumerate(m.labels) if lab != "LSHO"]
-        cut = dataclasses.replace(c3d, markers=dataclasses.replace(m, labels=tuple(m.labels[i] for i in keep),
-                                                                   xyz=np.asarray(m.xyz)[:, keep], descriptions=None))
         with pytest.raises(ValueError, match="LSHO missing.*label the shoulder markers"):
-            wholebody.whole_body_trial(cut, arms=False)
+            wholebody.whole_body_trial(_without(c3d, "LSHO"), arms=False)
+        m = c3d.markers
         xyz = np.array(m.xyz)
         xyz[:, m.labels.index("RWRI")] = np.nan  # a marker without a single frame
         gap = dataclasses.replace(c3d, markers=dataclasses.replace(m, xyz=xyz))
