@@ -319,3 +319,25 @@ def test_masses_held_at_their_floor():
     assert np.linalg.lstsq(A, b, rcond=None)[0][32] < 0
     with pytest.raises(ValueError, match="mass_floor"):
         wholebody.fit_to_plates(start, q, qd, qdd, loads, prior=prior, sigma=sigma, regressor=(Y, meas), mass_floor=0)
+
+
+def test_bounded_solve_batches_with_different_active_sets():
+    """vmap of the active-set solve (a while_loop) equals each solve alone, held masses differing per item."""
+    from jaxmb.wholebody._fit import _bounded_solve
+
+    rng = np.random.default_rng(5)
+    n = 3
+    A = jnp.asarray(rng.normal(size=(2, 30, 4 * n)))
+    x_true = np.tile([2.0, 0.3, 0.1, 1.0], (2, n))
+    x_true[0, 4] = -1.0  # item 0 wants mass 1 negative, item 1 none
+    b = jnp.einsum("kij,kj->ki", A, x_true)
+    floor = jnp.full((2, n), 0.2)
+    xs, covs, held = jax.vmap(_bounded_solve)(A, b, floor)
+    assert held[0].tolist() == [False, True, False] and not held[1].any()
+    for k in range(2):
+        x, cov, h = _bounded_solve(A[k], b[k], floor[k])
+        np.testing.assert_allclose(xs[k], x, rtol=1e-10, atol=1e-12)
+        np.testing.assert_allclose(covs[k], cov, rtol=1e-10, atol=1e-12)
+        assert (np.asarray(h) == np.asarray(held[k])).all()
+    np.testing.assert_allclose(xs[1], x_true[1], rtol=1e-10)
+    assert float(xs[0, 4]) == pytest.approx(0.2, rel=1e-12)
