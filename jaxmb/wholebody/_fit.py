@@ -168,8 +168,29 @@ def _stack_rows(Y, y0, w, sigma):
     return A, b
 
 
+_BLOCK = 128  # rows per block of the QR: XLA's CPU QR of one matrix of 256 rows or more is far slower
+
+
+def _triangular(A, b):
+    """(p + 1, p + 1) R of [A b] by QRs of blocks of rows, repeated on the stacked factors (TSQR).
+
+    Same least squares as (A, b): ``A x - b`` and ``R[:, :-1] x - R[:, -1]`` have
+    equal norms up to a constant, for every x, also with columns of A zeroed.
+    """
+    M = jnp.concatenate([A, b[:, None]], 1)
+    p1 = M.shape[1]
+    block = max(_BLOCK, 2 * p1)
+    while M.shape[0] > block:
+        k = -(-M.shape[0] // block)
+        M = jnp.zeros((k * block, p1), M.dtype).at[: M.shape[0]].set(M).reshape(k, block, p1)
+        M = jnp.linalg.qr(M, mode="r").reshape(-1, p1)
+    if M.shape[0] < p1:
+        M = jnp.concatenate([M, jnp.zeros((p1 - M.shape[0], p1), M.dtype)])
+    return jnp.linalg.qr(M, mode="r")
+
+
 def _solve(A, b):
-    """Least squares by SVD: solution and (A^T A)^-1."""
+    """Least squares by SVD (A small): solution and (A^T A)^-1."""
     U, s, Vt = jnp.linalg.svd(A, full_matrices=False)
     x = Vt.T @ ((U.T @ b) / s)
     cov = (Vt.T / s**2) @ Vt
@@ -192,6 +213,8 @@ def _bounded_solve(A, b, floor):
       (pi (4 n,), cov (4 n, 4 n), held (n,) bools).
     """
     n = floor.shape[0]
+    R = _triangular(A, b)  # the rows reduced once; a held mass zeroes a column of R as of A
+    A, b = R[:, :-1], R[:, -1]
     mass_cols = jnp.zeros((n, 4 * n), A.dtype).at[jnp.arange(n), 4 * jnp.arange(n)].set(1.0)
 
     def solve(held):
