@@ -203,3 +203,141 @@ def test_prior_around_and_bad_free():
                                 prior=prior, sigma=1.0, free=("masses",))
     s = wholebody.summarize(jnp.ones((4, 3)), body_mass=10.0)
     assert np.isnan(float(s.rms_percent[2])) and float(s.rms_percent[0]) == pytest.approx(100 / 98.1)
+
+
+def test_many_subjects_in_one_call_equal_the_single_fits():
+    """fit_subjects (one vmapped, compiled call) equals fit_to_plates per subject to round-off."""
+    subjects = [body(mass_scale=s) for s in (1.0, 1.15, 0.9)]
+    motions = [motion(m, T=15, trials=(2,)) for m in subjects]
+    for k, (q, qd, qdd) in enumerate(motions):  # other motions per subject
+        motions[k] = (q + 0.05 * k, qd, qdd)
+    loads = [plate_loads(m, *mo)[0] for m, mo in zip(subjects, motions)]
+    starts, priors = zip(*[_prior_around(m, scale=1.1) for m in subjects])
+    stack = lambda k: jnp.stack([mo[k] for mo in motions])  # noqa: E731
+    w = np.ones((3, 2, 15))
+    w[1, 1, 10:] = 0.0  # a ragged subject: padded frames weigh 0
+    sigma = np.array([5.0, 5.0, 1.0])
+    fits = wholebody.fit_subjects(list(starts), stack(0), stack(1), stack(2), jnp.stack(loads), priors=list(priors),
+                                  sigma=sigma, weights=w, body_mass=[float(m.mass.sum()) for m in subjects])
+    assert fits.parameters.shape == (3, 40) and fits.covariance.shape == (3, 40, 40)
+    for k in range(3):
+        one = wholebody.fit_to_plates(starts[k], *motions[k], loads[k], prior=priors[k], sigma=sigma, weights=w[k],
+                                      body_mass=float(subjects[k].mass.sum()))
+        # Round-off of one SVD of the same rows, batched or not.
+        np.testing.assert_allclose(fits.parameters[k], one.parameters, rtol=1e-9, atol=1e-10)
+        np.testing.assert_allclose(fits.covariance[k], one.covariance, rtol=1e-8, atol=1e-14)
+        np.testing.assert_allclose(fits.physical[k], one.physical, rtol=1e-9, atol=1e-10)
+        assert bool(fits.consistent[k]) == one.consistent and not fits.held[k].any()
+    with pytest.raises(ValueError, match="another topology"):
+        wholebody.fit_subjects([starts[0], jaxmb.chain([1.0], [0.5], [1.0], [0.1], base="floating")], stack(0)[:2],
+                               stack(1)[:2], stack(2)[:2], jnp.stack(loads)[:2], priors=list(priors[:2]), sigma=1.0)
+    w[2] = 0.0
+    with pytest.raises(ValueError, match=r"subjects \[2\] have no frame"):
+        wholebody.fit_subjects(list(starts), stack(0), stack(1), stack(2), jnp.stack(loads), priors=list(priors),
+                               sigma=sigma, weights=w)
+
+
+def _upper_body_moment(model, q, qd, qdd):
+    """Independent top-down hip moment: the upper body (pelvis, trunk, arm) as its own floating model."""
+    keep = [0, 1, 8, 9]
+    sub = jaxmb.tree([-1, 0, 1, 2], np.asarray(model.length)[keep], np.asarray(model.com)[keep],
+                     np.asarray(model.mass)[keep], np.asarray(model.inertia)[keep], attach=[None, None, 0.45, None],
+                     base="floating", coordinates="absolute")
+    cols = [0, 1] + [2 + i for i in keep]
+    tau = jaxmb.inverse_dynamics(sub, q[..., cols], qd[..., cols], qdd[..., cols])
+    return -tau[..., 2:].sum(-1)  # the moment the legs must supply about the hip point
+
+
+def test_hip_moments_top_down_and_bottom_up_before_and_after_the_fit():
+    model = body("absolute")
+    q, qd, qdd = motion(model, T=25)
+    loads, _ = plate_loads(model, q, qd, qdd)
+    true = wholebody.whole_body_moments(model, q, qd, qdd, loads)
+    np.testing.assert_allclose(true.hips_top_down, _upper_body_moment(model, q, qd, qdd), rtol=1e-10, atol=1e-9)
+    np.testing.assert_allclose(true.hips, jaxmb.joint_moments(model, q, qd, qdd, loads)[:, [2, 5]], atol=1e-12)
+    # True model: both ways agree to round-off (its residual is zero).
+    np.testing.assert_allclose(true.hips.sum(-1), true.hips_top_down, atol=1e-9 * float(jnp.abs(true.hips).max()))
+    start, prior = _prior_around(model)
+    before = wholebody.whole_body_moments(start, q, qd, qdd, loads)
+    gap = before.hips.sum(-1) - before.hips_top_down
+    r = wholebody.residuals(start, q, qd, qdd, loads, about="root")
+    np.testing.assert_allclose(gap, r[:, 2], atol=1e-9)  # the difference is the root's residual moment
+    assert float(jnp.abs(gap).max()) > 1.0
+    fit = wholebody.fit_to_plates(start, q, qd, qdd, loads, prior=prior, sigma=1e-6)
+    after = wholebody.whole_body_moments(fit.model(start), q, qd, qdd, loads, loads_for=start)
+    assert float(jnp.abs(after.hips.sum(-1) - after.hips_top_down).max()) < 1e-6
+    with pytest.raises(ValueError, match="one point of one parent"):
+        wholebody.whole_body_moments(model, q, qd, qdd, loads, hips=("thigh_r", "uarm"))
+
+
+def test_residual_bands_match_the_posterior():
+    """Monte Carlo bands of the root residual against the exact spread sqrt(Y cov Y^T)."""
+    model = body()
+    q, qd, qdd = motion(model, T=10)
+    loads, _ = plate_loads(model, q, qd, qdd)
+    start, prior = _prior_around(model)
+    fit = wholebody.fit_to_plates(start, q, qd, qdd, loads, prior=prior, sigma=(20.0, 20.0, 5.0))
+    lo, mid, hi = wholebody.residual_bands(start, fit, q, qd, qdd, loads, draws=4000, about="root")
+    Y, y0 = wholebody.root_regressor(start, q, qd, qdd, loads)
+    sd = np.sqrt(np.einsum("tij,jk,tik->ti", Y, fit.covariance, Y))
+    nominal = Y @ fit.parameters + y0
+    # 4000 draws: the band's half-width within 6 % of 1.96 sd, its median within 0.1 sd.
+    np.testing.assert_allclose((hi - lo) / 2, 1.959964 * sd, rtol=0.06)
+    assert float(jnp.max(jnp.abs(mid - nominal) / sd)) < 0.1
+    com = wholebody.residual_bands(start, fit, q, qd, qdd, loads, draws=50)
+    assert com.shape == (3, 10, 3) and np.all(np.isfinite(com))
+
+
+def test_masses_held_at_their_floor():
+    """Data that want a negative mass: it is held at mass_floor x its prior mean, the rest refitted exactly."""
+    model = body()
+    q, qd, qdd = motion(model, T=20, trials=(2,))
+    loads, _ = plate_loads(model, q, qd, qdd)
+    start, prior = _prior_around(model)
+    Y, _ = wholebody.root_regressor(start, q, qd, qdd, loads)
+    phys = np.asarray(jaxmb.identify.to_physical(model)).copy()
+    phys[8, 0] = -5.0  # the upper arm "weighs" -5 kg in the data
+    m, cx, cy, inertia = phys.T
+    truth = np.stack([m, m * cx, m * cy, inertia + m * (cx**2 + cy**2)], -1).reshape(-1)
+    meas = -(np.asarray(Y) @ truth)
+    sigma = np.array([1.0, 1.0, 0.2])
+    fit = wholebody.fit_to_plates(start, q, qd, qdd, loads, prior=prior, sigma=sigma, regressor=(Y, meas))
+    floor = 0.1 * np.asarray(prior.mean)[:, 0]
+    assert fit.held[8] and fit.parameters[32] == pytest.approx(floor[8], rel=1e-12)
+    assert np.all(fit.parameters[0::4] >= floor * (1 - 1e-12)) and fit.stderr[32] == 0.0
+    # Independent: NumPy least squares of the same rows with the held masses' columns fixed.
+    mean, L = (np.asarray(x) for x in wholebody.barycentric_prior(prior))
+    A = np.concatenate([(np.asarray(Y) / sigma[:, None]).reshape(-1, 40), L])
+    b = np.concatenate([(-meas / sigma).reshape(-1), L @ mean])
+    held = 4 * np.where(fit.held)[0]
+    free_cols = np.setdiff1d(np.arange(40), held)
+    x = np.zeros(40)
+    x[held] = floor[fit.held]
+    x[free_cols] = np.linalg.lstsq(A[:, free_cols], b - A[:, held] @ x[held], rcond=None)[0]
+    np.testing.assert_allclose(fit.parameters, x, rtol=1e-8, atol=1e-9)
+    # Without the bound the same rows give a negative mass.
+    assert np.linalg.lstsq(A, b, rcond=None)[0][32] < 0
+    with pytest.raises(ValueError, match="mass_floor"):
+        wholebody.fit_to_plates(start, q, qd, qdd, loads, prior=prior, sigma=sigma, regressor=(Y, meas), mass_floor=0)
+
+
+def test_bounded_solve_batches_with_different_active_sets():
+    """vmap of the active-set solve (a while_loop) equals each solve alone, held masses differing per item."""
+    from jaxmb.wholebody._fit import _bounded_solve
+
+    rng = np.random.default_rng(5)
+    n = 3
+    A = jnp.asarray(rng.normal(size=(2, 30, 4 * n)))
+    x_true = np.tile([2.0, 0.3, 0.1, 1.0], (2, n))
+    x_true[0, 4] = -1.0  # item 0 wants mass 1 negative, item 1 none
+    b = jnp.einsum("kij,kj->ki", A, x_true)
+    floor = jnp.full((2, n), 0.2)
+    xs, covs, held = jax.vmap(_bounded_solve)(A, b, floor)
+    assert held[0].tolist() == [False, True, False] and not held[1].any()
+    for k in range(2):
+        x, cov, h = _bounded_solve(A[k], b[k], floor[k])
+        np.testing.assert_allclose(xs[k], x, rtol=1e-10, atol=1e-12)
+        np.testing.assert_allclose(covs[k], cov, rtol=1e-10, atol=1e-12)
+        assert (np.asarray(h) == np.asarray(held[k])).all()
+    np.testing.assert_allclose(xs[1], x_true[1], rtol=1e-10)
+    assert float(xs[0, 4]) == pytest.approx(0.2, rel=1e-12)

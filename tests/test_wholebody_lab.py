@@ -54,17 +54,21 @@ def test_residuals_of_the_table_model(trial):
     assert np.all(raw.rms[:2] > s.rms[:2])  # the force content above 6 Hz
 
 
+def _without(c3d, label):
+    """The trial without one marker."""
+    m = c3d.markers
+    keep = [i for i, lab in enumerate(m.labels) if lab != label]
+    return dataclasses.replace(c3d, markers=dataclasses.replace(m, labels=tuple(m.labels[i] for i in keep),
+                                                                xyz=np.asarray(m.xyz)[:, keep], descriptions=None))
+
+
 def test_lower_body_only_and_missing_marker(c3d):
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         hat = wholebody.whole_body_trial(c3d, arms=False)
         assert hat.model.names[0] == "hat" and hat.model.segments == 7
-        m = c3d.markers
-        keep = [i for i, lab in enumerate(m.labels) if lab != "RELB"]
-        cut = dataclasses.replace(c3d, markers=dataclasses.replace(m, labels=tuple(m.labels[i] for i in keep),
-                                                                   xyz=np.asarray(m.xyz)[:, keep], descriptions=None))
         with pytest.raises(ValueError, match="RELB missing"):
-            wholebody.whole_body_trial(cut, arms=True)
+            wholebody.whole_body_trial(_without(c3d, "RELB"), arms=True)
 
 
 def test_command_writes_every_file(tmp_path):
@@ -85,3 +89,43 @@ def test_command_writes_every_file(tmp_path):
     masses = [(float(r[2]), float(r[3])) for r in rows if r[1] == "mass"]
     # Every fitted mass within three of the prior's spreads (25 % of the table's) of its mean.
     assert all(abs(f - t) <= 3 * 0.25 * t for t, f in masses)
+
+
+def _with_forces(c3d, force):
+    return dataclasses.replace(c3d, forces=dataclasses.replace(c3d.forces, force=force))
+
+
+def test_errors_tell_what_to_do(c3d, monkeypatch):
+    """A foot never on a plate, no measured frame, markers missing or with gaps: each names the fix."""
+    from jaxmb.wholebody import _lab
+
+    F = np.array(c3d.forces.force)  # plate 1 carries the left foot, plate 2 the right
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        for plate, side in ((1, "right"), (0, "left")):
+            G = F.copy()
+            G[:, plate] = 0.0
+            with pytest.raises(ValueError, match=f"the {side} foot never stands on a force plate.*choose a trial"):
+                wholebody.whole_body_trial(_with_forces(c3d, G))
+        # Both feet always on the floor, never both on plates at once: no frame is measured.
+        G = F.copy()
+        G[np.abs(F[:, 1, 2]) > 1.0, 0] = 0.0
+        monkeypatch.setattr(_lab, "_on_floor", lambda markers, leg, side, frames: np.ones(len(frames), bool))
+        with pytest.raises(ValueError, match="no measured frame.*lower min_force"):
+            wholebody.whole_body_trial(_with_forces(c3d, G))
+        monkeypatch.undo()
+        with pytest.raises(ValueError, match="LSHO missing.*label the shoulder markers"):
+            wholebody.whole_body_trial(_without(c3d, "LSHO"), arms=False)
+        m = c3d.markers
+        xyz = np.array(m.xyz)
+        xyz[:, m.labels.index("RWRI")] = np.nan  # a marker without a single frame
+        gap = dataclasses.replace(c3d, markers=dataclasses.replace(m, xyz=xyz))
+        with pytest.raises(ValueError, match="markers missing for segment points wrist_r: fill the gaps"):
+            wholebody.whole_body_trial(gap, arms=True)
+
+
+def test_fit_refuses_no_weighted_frame(trial):
+    prior = wholebody.prior_around(trial.model)
+    with pytest.raises(ValueError, match="no measured frame to fit to"):
+        wholebody.fit_to_plates(trial.model, trial.q, trial.qd, trial.qdd, trial.loads, prior=prior,
+                                sigma=trial.noise, weights=np.zeros(len(trial.time)))

@@ -15,9 +15,13 @@ Example:
     >>> wholebody.summarize(r, body_mass=61.2).rms              # doctest: +SKIP
     >>> fit = wholebody.fit_to_plates(model, q, qd, qdd, loads, prior=prior,
     ...                               sigma=(12.0, 12.0, 4.0))  # doctest: +SKIP
+    >>> fits = wholebody.fit_subjects(models, q, qd, qdd, loads, priors=priors,
+    ...                               sigma=(12.0, 12.0, 4.0))  # doctest: +SKIP
 """
 
+from ._batch import SubjectFits, fit_subjects, stack_models
 from ._fit import PlateFit, about_com, barycentric_prior, fit_to_plates, prior_around, root_regressor
+from ._moments import WholeBodyMoments, residual_bands, whole_body_moments
 from ._lab import ARM_MARKERS, WholeBodyTrial, whole_body_trial
 from ._residuals import ResidualSummary, residuals, summarize
 
@@ -30,7 +34,13 @@ __all__ = [
     "barycentric_prior",
     "fit_to_plates",
     "PlateFit",
+    "fit_subjects",
+    "SubjectFits",
+    "stack_models",
     "prior_around",
+    "whole_body_moments",
+    "WholeBodyMoments",
+    "residual_bands",
     "whole_body_trial",
     "WholeBodyTrial",
     "ARM_MARKERS",

@@ -96,21 +96,27 @@ def _barycentric(phys):
     return jnp.stack([m, m * cx, m * cy, inertia + m * (cx**2 + cy**2)])
 
 
-def barycentric_prior(prior: "identify.Prior"):
-    """A Gaussian prior on pi from independent physical priors, linearised at the mean.
-
-    Returns:
-      (mean (4 n,), square-root precision (4 n, 4 n)): ``L (pi - mean)`` has
-      identity covariance, block-diagonal per segment.
-    """
-    mean = jnp.asarray(prior.mean, float)
-    sd = jnp.asarray(prior.sd, float)
+def _prior_rows(mean, sd):
+    """Mean pi (4 n,) and block-diagonal whitening (4 n, 4 n) of (n, 4) physical priors; pure JAX."""
     J = jax.vmap(jax.jacfwd(_barycentric))(mean)  # (n, 4, 4)
     cov = J @ (sd[:, :, None] ** 2 * jnp.swapaxes(J, -1, -2))
     L = jnp.linalg.inv(jnp.linalg.cholesky(cov))  # whitening, per segment
     n = mean.shape[0]
     blocks = jax.scipy.linalg.block_diag(*[L[i] for i in range(n)])
     return jax.vmap(_barycentric)(mean).reshape(-1), blocks
+
+
+def barycentric_prior(prior: "identify.Prior"):
+    """A Gaussian prior on pi from independent physical priors, linearised at the mean.
+
+    Args:
+      prior: :class:`jaxmb.identify.Prior`, (segments, 4) mean and sd.
+
+    Returns:
+      (mean (4 n,), square-root precision (4 n, 4 n)): ``L (pi - mean)`` has
+      identity covariance, block-diagonal per segment.
+    """
+    return _prior_rows(jnp.asarray(prior.mean, float), jnp.asarray(prior.sd, float))
 
 
 @dataclasses.dataclass(frozen=True)
@@ -131,6 +137,7 @@ class PlateFit:
       status: words on consistency.
       total_mass: fitted total mass, kg.
       sigma: (3,) the noise (N, N, N m) the fit assumed for FX, FY, M_P.
+      held: (n,) True for each mass held at its floor (see :func:`fit_to_plates`).
     """
 
     parameters: np.ndarray
@@ -145,6 +152,7 @@ class PlateFit:
     status: str
     total_mass: float
     sigma: np.ndarray
+    held: np.ndarray
 
     def model(self, model: Model) -> Model:
         """The fitted parameters in ``model`` (raises when not consistent)."""
@@ -160,12 +168,90 @@ def _stack_rows(Y, y0, w, sigma):
     return A, b
 
 
+_BLOCK = 128  # rows per block of the QR: XLA's CPU QR of one matrix of 256 rows or more is far slower
+
+
+def _triangular(A, b):
+    """(p + 1, p + 1) R of [A b] by QRs of blocks of rows, repeated on the stacked factors (TSQR).
+
+    Same least squares as (A, b): ``A x - b`` and ``R[:, :-1] x - R[:, -1]`` have
+    equal norms up to a constant, for every x, also with columns of A zeroed.
+    """
+    M = jnp.concatenate([A, b[:, None]], 1)
+    p1 = M.shape[1]
+    block = max(_BLOCK, 2 * p1)
+    while M.shape[0] > block:
+        k = -(-M.shape[0] // block)
+        M = jnp.zeros((k * block, p1), M.dtype).at[: M.shape[0]].set(M).reshape(k, block, p1)
+        M = jnp.linalg.qr(M, mode="r").reshape(-1, p1)
+    if M.shape[0] < p1:
+        M = jnp.concatenate([M, jnp.zeros((p1 - M.shape[0], p1), M.dtype)])
+    return jnp.linalg.qr(M, mode="r")
+
+
 def _solve(A, b):
-    """Least squares by SVD: solution and (A^T A)^-1."""
+    """Least squares by SVD (A small): solution and (A^T A)^-1."""
     U, s, Vt = jnp.linalg.svd(A, full_matrices=False)
     x = Vt.T @ ((U.T @ b) / s)
     cov = (Vt.T / s**2) @ Vt
     return x, cov
+
+
+def _bounded_solve(A, b, floor):
+    """Least squares with every mass >= its floor: hold the ones below it there, refit the rest.
+
+    Active set grown until no free mass falls below its floor (at most n + 1
+    solves, a ``lax.while_loop``, so that it batches): a held mass's column leaves
+    the data and one unit row pins it (``pi_k = floor_k``, its variance then set
+    to 0; the others' covariance is conditional on it).
+
+    Args:
+      A: (rows, 4 n) whitened rows; b: (rows,) right-hand side.
+      floor: (n,) lower bounds of the masses, kg.
+
+    Returns:
+      (pi (4 n,), cov (4 n, 4 n), held (n,) bools).
+    """
+    n = floor.shape[0]
+    R = _triangular(A, b)  # the rows reduced once; a held mass zeroes a column of R as of A
+    A, b = R[:, :-1], R[:, -1]
+    mass_cols = jnp.zeros((n, 4 * n), A.dtype).at[jnp.arange(n), 4 * jnp.arange(n)].set(1.0)
+
+    def solve(held):
+        pin = mass_cols * held[:, None]  # (n, 4 n) unit rows of the held masses
+        keep = 1.0 - pin.sum(0)
+        fixed = pin.T @ (held * floor)
+        x, cov = _solve(jnp.concatenate([A * keep, pin]), jnp.concatenate([b - A @ fixed, held * floor]))
+        return x, cov * keep[:, None] * keep[None, :]
+
+    def step(state):
+        held, _, _, _ = state
+        x, cov = solve(held)
+        new = held | (x[0::4] < floor)
+        return new, x, cov, jnp.any(new != held)
+
+    held0 = jnp.zeros(n, bool)
+    x0, cov0 = solve(held0)
+    state = (held0 | (x0[0::4] < floor), x0, cov0, jnp.any(x0[0::4] < floor))
+    held, x, cov, _ = jax.lax.while_loop(lambda st: st[3], step, state)
+    return x, cov, held
+
+
+def _posterior(Y, y0, w, sigma, mean, L, body_mass, mass_sd, floor, tie: bool):
+    """MAP pi, its covariance, held masses, physical parameters and their standard errors; pure JAX."""
+    A, b = _stack_rows(Y, y0, w, sigma)
+    rows, rhs = [A, L], [b, L @ mean]
+    if tie:
+        e = jnp.zeros(mean.shape[0], A.dtype).at[0::4].set(1.0 / mass_sd)
+        rows.append(e[None])
+        rhs.append(jnp.reshape(body_mass / mass_sd, (1,)).astype(A.dtype))
+    pi, cov, held = _bounded_solve(jnp.concatenate(rows), jnp.concatenate(rhs), floor)
+    Jp = jax.jacfwd(lambda p: _physical_of(p).reshape(-1))(pi)
+    se_phys = jnp.sqrt(jnp.maximum(jnp.diag(Jp @ cov @ Jp.T), 0.0)).reshape(-1, 4)
+    return pi, cov, held, _physical_of(pi), se_phys
+
+
+_posterior_jit = jax.jit(_posterior, static_argnames=("tie",))
 
 
 def _physical_of(pi):
@@ -198,8 +284,18 @@ def _restrict(prior, free):
     return identify.Prior(mean=np.asarray(prior.mean), sd=sd)
 
 
+
+
+def _floor_of(prior, mass_floor):
+    """(..., n) lower bounds of the masses: ``mass_floor`` times the prior's mean mass."""
+    if not 0.0 < mass_floor < 1.0:
+        raise ValueError(f"mass_floor must be in (0, 1) (a fraction of each prior mean mass), got {mass_floor!r}")
+    return mass_floor * np.asarray(prior.mean, float)[..., 0]
+
+
 def fit_to_plates(model: Model, q, qd, qdd, loads, *, prior, sigma, weights=None, body_mass=None,
-                  mass_sd: float = 0.5, free=_QUANTITIES, rtol: float | None = None, regressor=None) -> PlateFit:
+                  mass_sd: float = 0.5, free=_QUANTITIES, mass_floor: float = 0.1, rtol: float | None = None,
+                  regressor=None) -> PlateFit:
     """Fit every segment's mass, centre of mass and inertia to zero root residuals.
 
     Minimises, over the barycentric parameters pi,
@@ -207,19 +303,25 @@ def fit_to_plates(model: Model, q, qd, qdd, loads, *, prior, sigma, weights=None
         sum_t w_t^2 |(Y_t pi + y0_t) / sigma|^2 + |L (pi - pi_prior)|^2
           + ((sum_i m_i - body_mass) / mass_sd)^2,
 
-    a linear least-squares problem solved exactly (SVD), so the answer is the
-    posterior mean and ``(A^T A)^-1`` its covariance. ``Y, y0`` are the root rows
+    subject to ``m_i >= mass_floor * mean_i`` (the prior's mean mass), a linear
+    least-squares problem solved exactly (SVD), so the answer is the posterior
+    mean and ``(A^T A)^-1`` its covariance. ``Y, y0`` are the root rows
     (:func:`root_regressor`) over every frame of every trial (leading shapes);
     ``L`` whitens the physical priors linearised at their mean
     (:func:`barycentric_prior`).
 
+    Positive masses, enforced: when the unconstrained solution puts a mass below
+    its floor, that mass is held at the floor and the others refitted, repeated
+    until no free mass is below its floor (an active set that only grows: at most
+    n + 1 solves). ``held`` names them; a held mass has standard error 0 and the
+    others' covariance is conditional on it. Inertias about the centre of mass are
+    checked, not bounded (``consistent``, ``status``).
+
     Noise model: ``sigma`` is fixed by the caller (for lab data, from the force's
-    content above the cut-off, floored at 1 % of body weight; see
-    :func:`jaxmb.wholebody.lab_noise`), never re-estimated from the fit's own
+    content above the cut-off, floored at 1 % of body weight:
+    :attr:`WholeBodyTrial.noise`), never re-estimated from the fit's own
     residuals, so the data cannot make themselves look precise and drive a mass
     to zero; the prior keeps the directions the plates cannot see (``base``).
-    Consistency is checked, not imposed: ``consistent`` and ``status`` say
-    whether a mass or inertia came out non-positive.
 
     Args:
       model: floating-base model (topology, lengths, gravity).
@@ -234,6 +336,8 @@ def fit_to_plates(model: Model, q, qd, qdd, loads, *, prior, sigma, weights=None
       mass_sd: kg.
       free: the quantities fitted, from ("mass", "com", "inertia"); the others
         are held at the prior's mean (their prior sd shrunk to 1e-4 of it).
+      mass_floor: the lowest mass allowed, as a fraction of the prior's mean mass
+        (in (0, 1); default 0.1).
       rtol: rank threshold of :func:`jaxmb.identify.base_parameters`.
       regressor: optional ``(Y, y0)`` from :func:`root_regressor` for these
         arguments, to refit (other weights, priors, noise) without recomputing it.
@@ -241,28 +345,31 @@ def fit_to_plates(model: Model, q, qd, qdd, loads, *, prior, sigma, weights=None
     Returns:
       :class:`PlateFit`.
 
+    Raises:
+      ValueError: no frame with a positive weight (nothing measured to fit to),
+        an unknown quantity in ``free``, a ``mass_floor`` outside (0, 1).
+
     Example:
       >>> fit = fit_to_plates(model, q, qd, qdd, loads, prior=p, sigma=(10., 10., 3.),
       ...                     body_mass=61.2)                # doctest: +SKIP
     """
     prior = _restrict(prior, free)
+    floor = _floor_of(prior, mass_floor)
     Y, y0 = root_regressor(model, q, qd, qdd, loads) if regressor is None else map(jnp.asarray, regressor)
     w = jnp.ones(Y.shape[:-2], Y.dtype) if weights is None else jnp.broadcast_to(jnp.asarray(weights, Y.dtype), Y.shape[:-2])
-    sigma = jnp.broadcast_to(jnp.asarray(sigma, Y.dtype), (3,))
-    A, b = _stack_rows(Y, y0, w, sigma)
-    mean, L = barycentric_prior(prior)
-    rows, rhs = [A, L], [b, L @ mean]
-    if body_mass is not None:
-        e = jnp.zeros(mean.shape[0]).at[0::4].set(1.0 / mass_sd)
-        rows.append(e[None]); rhs.append(jnp.array([body_mass / mass_sd]))
-    pi, cov = _solve(jnp.concatenate(rows), jnp.concatenate(rhs))
-    phys = _physical_of(pi)
-    Jp = jax.jacfwd(lambda p: _physical_of(p).reshape(-1))(pi)
-    se_phys = jnp.sqrt(jnp.maximum(jnp.diag(Jp @ cov @ Jp.T), 0.0)).reshape(-1, 4)
     keep = np.asarray(w).reshape(-1) > 0
+    if not keep.any():
+        raise ValueError("no measured frame to fit to: every weight is 0; give weights > 0 for the frames in which "
+                         "every foot on the floor stands on a plate (WholeBodyTrial.measured)")
+    sigma = jnp.broadcast_to(jnp.asarray(sigma, Y.dtype), (3,))
+    mean, L = barycentric_prior(prior)
+    tie = body_mass is not None
+    pi, cov, held, phys, se_phys = _posterior_jit(Y, y0, w, sigma, mean, L, jnp.asarray(body_mass if tie else 0.0, Y.dtype),
+                                                  mass_sd, jnp.asarray(floor, Y.dtype), tie=tie)
     base = identify.base_parameters(model, np.asarray(Y).reshape(-1, 3, Y.shape[-1])[keep], rtol=rtol)
     pi, cov = np.asarray(pi), np.asarray(cov)
     values, values_se = _combinations(base, pi, cov)
     check = identify.consistency(model, pi)
     return PlateFit(pi, np.sqrt(np.diag(cov)), cov, np.asarray(phys), np.asarray(se_phys), base, values, values_se,
-                    bool(check.ok), "; ".join(check.problems) or "consistent", float(pi[0::4].sum()), np.asarray(sigma))
+                    bool(check.ok), "; ".join(check.problems) or "consistent", float(pi[0::4].sum()), np.asarray(sigma),
+                    np.asarray(held))

@@ -78,11 +78,10 @@ class WholeBodyTrial:
     cutoff: float
 
 
-def _project(markers, label, axes, frames):
+def _project(markers, label, axes, frames, hint="give arms=False for one head-arms-trunk root"):
     """(T, 2) sagittal (forward, up) position of one marker at the given frames."""
     if label not in markers.labels:
-        raise ValueError(f"marker {label} missing for the upper body (the file has {', '.join(markers.labels)}); "
-                         "give arms=False for one head-arms-trunk root")
+        raise ValueError(f"marker {label} missing for the upper body (the file has {', '.join(markers.labels)}); {hint}")
     p = np.asarray(markers.xyz)[frames, markers.labels.index(label)]
     return np.stack([p @ axes[0], p @ axes[1]], -1)
 
@@ -103,7 +102,8 @@ def _points(markers, legs, arms):
         for side in "rl":  # the model's arms hang from the mid-shoulder point
             pts[f"shoulder_{side}"] = pts["shoulder"]
     else:
-        shoulders = [_project(markers, f"{s}SHO", legs[0].axes, frames) for s in "RL"]
+        hint = "the head-arms-trunk root ends at the mid-shoulder point: label the shoulder markers RSHO and LSHO"
+        shoulders = [_project(markers, f"{s}SHO", legs[0].axes, frames, hint) for s in "RL"]
         pts["shoulder"] = 0.5 * (shoulders[0] + shoulders[1])
     pts["hip_r"] = pts["hip_l"] = pts["hip"]  # both legs hang from the mid-hip point
     return pts, frames
@@ -215,7 +215,9 @@ def whole_body_trial(trial, *, cutoff: float = 6.0, body_mass: float | None = No
     legs = [gait.sagittal(markers, c3d.forces, side=s, mapping=mapping, min_force=min_force) for s in ("right", "left")]
     for leg in legs:
         if leg.stance is None:
-            raise ValueError(f"the {leg.side} foot never stands on a force plate: residuals need both feet's forces")
+            raise ValueError(f"the {leg.side} foot never stands on a force plate (over {min_force} N): residuals need "
+                             "both feet's forces; choose a trial in which each foot strikes a plate, or check the "
+                             "file's plate channels (c3d.forces)")
     arms = _has_arms(markers) if arms is None else arms
     spec = _FULL if arms else _LOWER
     pts, frames = _points(markers, legs, arms)
@@ -234,7 +236,9 @@ def whole_body_trial(trial, *, cutoff: float = 6.0, body_mass: float | None = No
     floor = np.stack([_on_floor(markers, leg, s, frames) for leg, s in zip(legs, "RL")])
     measured = np.all(on_plate | ~floor, 0) & np.any(on_plate, 0)
     if not measured.any():
-        raise ValueError("no measured frame: in every frame a foot stands on the floor outside the plates")
+        raise ValueError("no measured frame: in every frame a foot stands on the floor outside the plates (or no "
+                         f"plate carries {min_force} N); choose a trial with a stance on a plate while the other foot "
+                         "swings or stands on another plate, or lower min_force")
     qj = jnp.asarray(q)
     return WholeBodyTrial(model, qj, jnp.asarray(qd), jnp.asarray(qdd), _loads(model, qj, filt), _loads(model, qj, raw),
                           np.moveaxis(filt[:, :, :2], 0, 1), np.moveaxis(raw[:, :, :2], 0, 1), measured,
