@@ -129,3 +129,31 @@ def test_fit_refuses_no_weighted_frame(trial):
     with pytest.raises(ValueError, match="no measured frame to fit to"):
         wholebody.fit_to_plates(trial.model, trial.q, trial.qd, trial.qdd, trial.loads, prior=prior,
                                 sigma=trial.noise, weights=np.zeros(len(trial.time)))
+
+
+def test_command_reads_trc_and_forces_as_the_c3d(tmp_path):
+    # the same trial written as a TRC and a .forces file (jaxmb.io's writers, which
+    # keep every float64) gives the same residuals as the C3D file, with --marker
+    # naming the hip's markers as jaxmb gait takes them
+    trial = io.read_c3d(GAIT, warn_gaps=False)
+    trc, frc = tmp_path / "g.trc", tmp_path / "g.forces"
+    io.write_trc(trc, trial.markers)
+    io.write_forces(frc, trial.forces)
+    rms = {}
+    for name, argv in (("c3d", ["--c3d", GAIT]),
+                       ("trc", ["--trc", str(trc), "--forces", str(frc), "--marker", "hip=harrington,RASI,LASI,VSAC"])):
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            assert main(["--no-cache", "residuals", *argv, "--out", str(tmp_path / name), "--no-figure"]) == 0
+        rms[name] = json.loads((tmp_path / name / "summary.json").read_text())["models"]["filtered"]["table"]["rms"]
+    np.testing.assert_allclose(rms["trc"], rms["c3d"], rtol=1e-9)
+
+
+def test_command_input_errors_are_one_line(capsys, tmp_path):
+    assert main(["--no-cache", "residuals", "--trc", str(tmp_path / "x.trc")]) == 2
+    assert "one --forces file for each TRC file" in capsys.readouterr().err
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        assert main(["--no-cache", "residuals", "--c3d", GAIT, "--marker", "hip=RGT", "--out", str(tmp_path)]) == 2
+    err = capsys.readouterr().err
+    assert "no marker 'RGT'" in err and "--marker JOINT=LABEL" in err and "mapping=" not in err

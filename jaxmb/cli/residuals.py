@@ -1,6 +1,7 @@
 """``jaxmb residuals``: whole-body residuals of lab trials, and segment parameters fitted to the plates.
 
-Builds a floating-base planar model of each C3D trial (both legs, the trunk with
+Builds a floating-base planar model of each lab trial (C3D, or TRC with a
+``.forces`` file) (both legs, the trunk with
 head and, where the markers exist, the arms; Dempster's parameters at the measured
 lengths; the body mass from the plates), computes the residual force and moment
 (FX, FY, MZ about the whole-body centre of mass) over the frames in which every
@@ -23,7 +24,10 @@ import sys
 import numpy as np
 
 from .. import identify
+from .. import io as io_files
 from . import _output
+from ..gait import MAPPING_HINT
+from .gait import InputError, _mapping
 from ..wholebody import about_com, fit_to_plates, prior_around, root_regressor, summarize, whole_body_trial
 
 __all__ = ["add_parser", "add_command", "run"]
@@ -35,7 +39,13 @@ def add_parser(subparsers) -> None:
     """Add the ``residuals`` subcommand to an argparse subparsers object."""
     p = subparsers.add_parser("residuals", help="whole-body residuals of C3D trials; --fit: segment parameters to the plates",
                               description=__doc__.split("\n\n")[1].replace("\n", " "))
-    p.add_argument("--c3d", nargs="+", required=True, help="C3D trial(s) of one subject (fitted jointly)")
+    src = p.add_mutually_exclusive_group(required=True)
+    src.add_argument("--c3d", nargs="+", metavar="FILE", help="C3D trial(s) of one subject (fitted jointly)")
+    src.add_argument("--trc", nargs="+", metavar="FILE", help="markers in TRC files, each with its --forces file")
+    p.add_argument("--forces", nargs="+", metavar="FILE", help="Motion Analysis .forces files, one for each --trc")
+    p.add_argument("--marker", action="append", default=[], metavar="JOINT=LABEL[,LABEL...]",
+                   help="markers of a leg's joint centre, as jaxmb gait takes them (e.g. --marker "
+                        "hip=harrington,RASIS,LASIS,RPSIS,LPSIS; repeatable)")  # fmt: skip
     p.add_argument("--out", default="jaxmb-out/residuals", help="output folder (default jaxmb-out/residuals)")
     p.add_argument("--fit", action="store_true", help="fit the segment masses to the plates")
     p.add_argument("--fit-com", action="store_true", help="with --fit: fit the centres of mass too")
@@ -61,8 +71,16 @@ def run(args) -> int:
     """Run ``jaxmb residuals``; returns the exit status."""
     if not 0.0 < args.train <= 1.0:
         return _fail(f"--train must be in (0, 1], got {args.train}")
+    if args.trc and len(args.forces or ()) != len(args.trc):
+        return _fail(f"--trc needs one --forces file for each TRC file: {len(args.trc)} TRC, "
+                     f"{len(args.forces or ())} forces")  # fmt: skip
+    if args.c3d and args.forces:
+        return _fail("--forces goes with --trc (a C3D file holds its force plates)")
     try:
-        trials = _load(args)
+        mapping = _mapping(args.marker)
+        trials = _load(args, mapping)
+    except InputError as err:
+        return _fail(str(err))
     except (ValueError, KeyError, OSError) as err:
         return _fail(str(err))
     data = _stack(trials, args.train)
@@ -72,12 +90,25 @@ def run(args) -> int:
     return 0
 
 
-def _load(args):
+def _sources(args):
+    """(name, trial) of each file or TRC/forces pair, as whole_body_trial takes it."""
+    if args.c3d:
+        return [(path, path) for path in args.c3d]
+    return [(f"{trc} + {frc}", (io_files.read_trc(trc, warn_gaps=False), io_files.read_forces(frc)))
+            for trc, frc in zip(args.trc, args.forces)]
+
+
+def _load(args, mapping):
     """Each file's whole-body trial (the first file's body mass for all)."""
     trials = []
-    for path in args.c3d:
-        wb = whole_body_trial(path, cutoff=args.cutoff, body_mass=args.body_mass, height=args.height,
-                              arms=False if args.no_arms else None)
+    for name, source in _sources(args):
+        try:
+            wb = whole_body_trial(source, cutoff=args.cutoff, body_mass=args.body_mass, height=args.height,
+                                  arms=False if args.no_arms else None, mapping=mapping)
+        except (ValueError, KeyError) as err:
+            msg = str(err.args[0]) if isinstance(err, KeyError) and err.args else str(err)
+            msg = msg.replace(MAPPING_HINT, "(name the markers with --marker JOINT=LABEL[,LABEL...])")
+            raise InputError(msg if os.path.basename(name.split(" + ")[0]) in msg else f"{name}: {msg}") from None
         trials.append(wb)
         if args.body_mass is None:
             args.body_mass = wb.body_mass
@@ -211,7 +242,8 @@ def _write_all(args, trials, data, report) -> None:
     """Every output file, written as one set (:func:`jaxmb.cli._output._write_outputs`)."""
     os.makedirs(args.out, exist_ok=True)
     wb = trials[0]
-    summary = {"body_mass_kg": wb.body_mass, "height_m": wb.height, "files": list(args.c3d),
+    names = list(args.c3d) if args.c3d else [f"{t} + {f}" for t, f in zip(args.trc, args.forces)]
+    summary = {"body_mass_kg": wb.body_mass, "height_m": wb.height, "files": names,
                "noise": {"FX_N": float(wb.noise[0]), "FY_N": float(wb.noise[1]), "M_root_Nm": float(wb.noise[2])},
                "models": report["summary"]}
     files = {

@@ -178,9 +178,20 @@ def _noise(filt, raw, measured, q, body_mass, gravity):
     return np.maximum(rms, [0.01 * weight, 0.01 * weight, 0.001 * weight])
 
 
+def _markers_and_plates(trial):
+    """(markers, plates) of a C3D path, a C3DTrial or a (markers, plates) pair."""
+    if isinstance(trial, tuple) and len(trial) == 2:
+        return trial
+    c3d = read_c3d(trial, warn_gaps=False) if isinstance(trial, (str, bytes)) or hasattr(trial, "__fspath__") else trial
+    if not hasattr(c3d, "markers") or not hasattr(c3d, "forces"):
+        raise ValueError(f"trial must be a C3D path, a jaxmb.io.C3DTrial or a (markers, plates) pair, got "
+                         f"{type(trial).__name__}")  # fmt: skip
+    return c3d.markers, c3d.forces
+
+
 def whole_body_trial(trial, *, cutoff: float = 6.0, body_mass: float | None = None, height: float | None = None,
                      arms: bool | None = None, gravity: float = 9.81, mapping=None, min_force: float = 20.0):
-    """A floating-base whole-body model and its movement from a C3D trial.
+    """A floating-base whole-body model and its movement from a lab trial (C3D, or TRC and forces).
 
     Stages: both legs' sagittal projections (:func:`jaxmb.gait.sagittal`), the
     upper-body points on the same axes, filtered coordinates and derivatives,
@@ -188,7 +199,9 @@ def whole_body_trial(trial, *, cutoff: float = 6.0, body_mass: float | None = No
     both feet's forces at the frames, and the measured frames.
 
     Args:
-      trial: a path to a ``.c3d`` file or a :class:`jaxmb.io.C3DTrial`.
+      trial: a path to a ``.c3d`` file, a :class:`jaxmb.io.C3DTrial`, or a pair
+        ``(markers, plates)`` (e.g. :func:`jaxmb.io.read_trc` and
+        :func:`jaxmb.io.read_forces` of a TRC and a ``.forces`` file).
       cutoff: low-pass cut-off of markers and forces, Hz (one for both).
       body_mass: kg; default the plates' body weight / gravity.
       height: m; default the mid-shoulder height / 0.818.
@@ -210,9 +223,8 @@ def whole_body_trial(trial, *, cutoff: float = 6.0, body_mass: float | None = No
       >>> wb = whole_body_trial("Gait.c3d")                     # doctest: +SKIP
       >>> r = residuals(wb.model, wb.q, wb.qd, wb.qdd, wb.loads) # doctest: +SKIP
     """
-    c3d = read_c3d(trial, warn_gaps=False) if isinstance(trial, (str, bytes)) or hasattr(trial, "__fspath__") else trial
-    markers = c3d.markers
-    legs = [gait.sagittal(markers, c3d.forces, side=s, mapping=mapping, min_force=min_force) for s in ("right", "left")]
+    markers, plates = _markers_and_plates(trial)
+    legs = [gait.sagittal(markers, plates, side=s, mapping=mapping, min_force=min_force) for s in ("right", "left")]
     for leg in legs:
         if leg.stance is None:
             raise ValueError(f"the {leg.side} foot never stands on a force plate (over {min_force} N): residuals need "
