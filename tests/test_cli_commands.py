@@ -32,7 +32,7 @@ def test_help_lists_only_the_commands_that_run(capsys):
     with pytest.raises(SystemExit):
         main(["--help"])
     out = capsys.readouterr().out
-    assert "{gait,reach,optimal,identify}" in out and "bench" not in out
+    assert "{gait,reach,optimal,identify,residuals}" in out and "bench" not in out
 
 
 def test_an_interrupt_that_python_swallowed_still_ends_with_status_130(monkeypatch, capsys):
