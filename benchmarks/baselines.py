@@ -30,6 +30,7 @@ __all__ = [
     "MjxBaseline",
     "mujoco_rollout_model",
     "to_relative",
+    "optional",
     "from_relative",
     "forces_to_model",
     "forces_to_relative",
@@ -295,6 +296,17 @@ class MujocoBaseline:
             fwd(mj, d)
             out[b] = d.qacc
         return out
+
+
+def optional(cls, *args, log=print, **kwargs):
+    """``cls(*args, **kwargs)``, or None (logged) where its engine is not installed:
+    a machine without Pinocchio (a GPU machine, say) still runs the benchmarks, the
+    rows then without that baseline."""
+    try:
+        return cls(*args, **kwargs)
+    except ImportError as e:
+        log(f"  ({cls.__name__} skipped: {e})")
+        return None
 
 
 # ----------------------------------------------------------------- Pinocchio

@@ -38,6 +38,7 @@ from .baselines import (
     MujocoBaseline,
     MjxBaseline,
     PinocchioBaseline,
+    optional,
     forces_to_model,
     numpy_rnea,
     sympy_chain,
@@ -73,7 +74,7 @@ def run(quick: bool = False, log=print) -> list:
         if names and name not in names:
             continue
         mj = MujocoBaseline(model)
-        pb = PinocchioBaseline(model, threads=2)
+        pb = optional(PinocchioBaseline, model, threads=2, log=log)
         mjx = mjx_or_none(mj, log) if model.segments <= MJX_MAX_SEGMENTS else None
         for B in batches:
             for dtype in (np.float64, np.float32):
@@ -110,13 +111,15 @@ def run(quick: bool = False, log=print) -> list:
                     S = min(B, LOOP_SAMPLES)
                     sub = [x[:S] for x in rel]
                     cases["mujoco_loop"] = lambda s=sub: mj.inverse(*s)
-                    cases["pinocchio_loop"] = lambda s=sub: pb.inverse(*s)
-                    scaled.update({"mujoco_loop": S, "pinocchio_loop": S})
-                    fq = [np.asfortranarray(x.T) for x in rel]
-                    out = np.zeros((model.dof, B), order="F")
-                    cases["pinocchio_parallel"] = lambda fq=fq, out=out: pb.inverse_parallel(*fq, out)
+                    scaled["mujoco_loop"] = S
                     check["mujoco_loop"] = float(np.abs(forces_to_model(model, mj.inverse(*[x[:100] for x in rel])) - tau[:100]).max())
-                    check["pinocchio_parallel"] = float(np.abs(forces_to_model(model, pb.inverse_parallel(*fq, out).T[:100]) - tau[:100]).max())
+                    if pb is not None:
+                        cases["pinocchio_loop"] = lambda s=sub: pb.inverse(*s)
+                        scaled["pinocchio_loop"] = S
+                        fq = [np.asfortranarray(x.T) for x in rel]
+                        out = np.zeros((model.dof, B), order="F")
+                        cases["pinocchio_parallel"] = lambda fq=fq, out=out: pb.inverse_parallel(*fq, out)
+                        check["pinocchio_parallel"] = float(np.abs(forces_to_model(model, pb.inverse_parallel(*fq, out).T[:100]) - tau[:100]).max())
                     if mjx is not None:
                         Sx = min(B, MJX_SAMPLES)
                         jrel = tuple(jax.device_put(x[:Sx]) for x in rel)

@@ -28,6 +28,7 @@ from .baselines import (
     MjxBaseline,
     MujocoBaseline,
     PinocchioBaseline,
+    optional,
     forces_to_relative,
     from_relative,
     numpy_rnea,
@@ -64,7 +65,7 @@ def forward(quick: bool = False, log=print) -> list:
     rows = []
     names = ["chain3", "chain20"] if quick else ["chain3", "chain7", "chain20", "human7"]
     for name, model in _models(names):
-        mj, pb = MujocoBaseline(model), PinocchioBaseline(model, threads=2)
+        mj, pb = MujocoBaseline(model), optional(PinocchioBaseline, model, threads=2, log=log)
         mjx = None
         if model.segments <= MJX_MAX_SEGMENTS:  # MJX's compile of the 20-chain's forward takes minutes
             try:
@@ -90,16 +91,17 @@ def forward(quick: bool = False, log=print) -> list:
             cases = {
                 "jaxmb": lambda: common.block(direct()),
                 "jit_vmap": lambda: common.block(cv(*xs)),
-                "pinocchio_parallel": lambda: pb.forward_parallel(*fq, out),
-                "pinocchio_loop": lambda: pb.forward(*sub),
                 "mujoco_loop": lambda: mj.forward(*sub),
             }
             check = {
                 "vs_qdd": float(np.abs(acc - qdd).max()),
                 "jit_vmap": float(np.abs(np.asarray(cv(*xs)) - acc).max()),
-                "pinocchio_parallel": float(np.abs(from_relative(model, pb.forward_parallel(*fq, out).T) - acc).max()),
                 "mujoco_loop": float(np.abs(from_relative(model, mj.forward(*[x[:100] for x in rel])) - acc[:100]).max()),
             }
+            if pb is not None:
+                cases["pinocchio_parallel"] = lambda: pb.forward_parallel(*fq, out)
+                cases["pinocchio_loop"] = lambda: pb.forward(*sub)
+                check["pinocchio_parallel"] = float(np.abs(from_relative(model, pb.forward_parallel(*fq, out).T) - acc).max())
             if mjx is not None:
                 jrel = tuple(jax.device_put(x) for x in rel)
                 cm = mjx.forward_fn.lower(*jrel).compile()
@@ -110,7 +112,8 @@ def forward(quick: bool = False, log=print) -> list:
                 reps, inner = min(reps, 5), 1
             t = common.alternate(cases, reps, inner)
             for k in ("pinocchio_loop", "mujoco_loop"):
-                t[k] = common.scale(t[k], B / S, S)
+                if k in t:
+                    t[k] = common.scale(t[k], B / S, S)
             row = _speedup_row("FD", name, model, B, compile_s, t, check, log)
             row["compile_jit_vmap_s"] = cv_s
             rows.append(row)

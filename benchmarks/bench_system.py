@@ -24,7 +24,7 @@ import time
 import numpy as np
 
 from . import common
-from .baselines import MujocoBaseline, PinocchioBaseline, numpy_rnea, sympy_chain, to_relative
+from .baselines import MujocoBaseline, PinocchioBaseline, numpy_rnea, optional, sympy_chain, to_relative
 
 
 def compile_times(quick: bool = False, log=print) -> list:
@@ -82,7 +82,7 @@ def latency(quick: bool = False, log=print) -> list:
         jq = tuple(jax.device_put(x) for x in (q, qd, qdd))
         jb1 = tuple(jax.device_put(x[None]) for x in (q, qd, qdd))
         rel = [to_relative(model, x[None]) for x in (q, qd, qdd)]
-        mj, pb = MujocoBaseline(model), PinocchioBaseline(model)
+        mj, pb = MujocoBaseline(model), optional(PinocchioBaseline, model, log=log)
         d, mjm = mj.data, mj.mj
 
         def mj_one():
@@ -96,10 +96,11 @@ def latency(quick: bool = False, log=print) -> list:
             "jaxmb inverse_dynamics (jit, one sample)": lambda: core(model, *jq).block_until_ready(),
             "jaxmb inverse_dynamics (direct, one sample)": lambda: jaxmb.inverse_dynamics(model, *jq).block_until_ready(),
             "jaxmb inverse_dynamics (direct, B=1)": lambda: jaxmb.inverse_dynamics(model, *jb1).block_until_ready(),
-            "pinocchio rnea": lambda: pb.pin.rnea(pb.pm, pb.data, rel[0][0], rel[1][0], rel[2][0]),
             "mujoco mj_inverse": mj_one,
             "numpy recursion (B=1)": lambda: numpy_rnea(model, q[:, None], qd[:, None], qdd[:, None]),
         }
+        if pb is not None:
+            cases["pinocchio rnea"] = lambda: pb.pin.rnea(pb.pm, pb.data, rel[0][0], rel[1][0], rel[2][0])
         if name == "chain3":
             fn, _ = sympy_chain(model)
             cases["sympy lambdified"] = lambda: fn(q[:, None], qd[:, None], qdd[:, None])

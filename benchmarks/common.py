@@ -215,6 +215,7 @@ def environment() -> dict:
         commit = subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True, cwd=HERE).stdout.strip()
     except OSError:
         commit = ""
+    commit = commit or os.environ.get("JAXMB_COMMIT", "")  # a copy without .git (a lent GPU machine) names it
     mem = None
     try:
         with open("/proc/meminfo") as f:
@@ -230,6 +231,7 @@ def environment() -> dict:
             "python": sys.version.split()[0],
             "jax_devices": [str(d) for d in jax.devices()],
             "jax_backend": jax.default_backend(),
+            "jax_device_kind": jax.devices()[0].device_kind,
             "xla_flags": os.environ.get("XLA_FLAGS", ""),
         },
         "versions": {

@@ -1,0 +1,63 @@
+#!/usr/bin/env bash
+# The GPU check in one command, each part under its own time limit (a lent GPU
+# machine has minutes, not hours): the machine and its JAX devices, the benchmarks'
+# GPU-relevant sections, the gait pipeline at 1,000 trials, the whole-body fit, then
+# the test suite on the GPU with what time is left.
+#
+#   bash benchmarks/gpu.sh OUTDIR [TOTAL_SECONDS]     (default 540)
+#
+# Writes into OUTDIR: env.txt (nvidia-smi, jax.devices(), versions), bench.log (every
+# benchmark's output), results.json (python -m benchmarks --only ..., its JSON, with
+# the device name), results_gait.json, results_wholebody.json, tests.log (pytest -n 12
+# with --durations) and junit.xml. Pinocchio is not needed (its rows are skipped);
+# MuJoCo and MJX are used where installed. Every part runs even if an earlier one
+# failed or ran out of time; a run cut short keeps the sections it finished.
+set -u
+out=${1:?usage: bash benchmarks/gpu.sh OUTDIR [TOTAL_SECONDS]}
+total=${2:-540}
+py=${PYTHON:-python3}
+mkdir -p "$out"
+export PYTHONUNBUFFERED=1 XLA_PYTHON_CLIENT_PREALLOCATE=false
+start=$(date +%s)
+left() { echo $((total - ($(date +%s) - start))); }
+part() {  # part SECONDS LABEL COMMAND...: run COMMAND for at most SECONDS (or what is left)
+    local s=$1 label=$2
+    shift 2
+    local l
+    l=$(left)
+    ((s > l)) && s=$l
+    if ((s < 10)); then
+        echo "== $label: skipped, out of time" | tee -a "$out/bench.log"
+        return
+    fi
+    echo "== $label (at most $s s, $(date -u +%T))" | tee -a "$out/bench.log"
+    timeout "$s" "$@" 2>&1 | tee -a "$out/bench.log" | tail -3
+    echo "== $label: exit ${PIPESTATUS[0]} after $(($(date +%s) - start)) s" | tee -a "$out/bench.log"
+}
+
+{
+    date -u
+    nvidia-smi --query-gpu=name,memory.total,driver_version,clocks.max.sm --format=csv 2>&1
+    nproc
+    "$py" -c "import jax, jaxlib, numpy, sys; print(sys.version); print('jax', jax.__version__, 'jaxlib', jaxlib.__version__, 'numpy', numpy.__version__); print(jax.devices(), jax.default_backend())"
+    "$py" -c "import mujoco; print('mujoco', mujoco.__version__); from mujoco import mjx; print('mjx ok')" 2>&1 | grep -v warp
+    git log -1 --format='commit %H %s' 2>/dev/null
+} >"$out/env.txt" 2>&1
+cat "$out/env.txt"
+
+part 45 "roofline" "$py" -m benchmarks --no-wait --only roofline
+cp benchmarks/results.json "$out/results.json" 2>/dev/null
+part 45 "simulation" "$py" -m benchmarks --no-wait --merge --only simulation
+cp benchmarks/results.json "$out/results.json" 2>/dev/null
+part 150 "inverse dynamics" "$py" -m benchmarks --no-wait --merge --only inverse_dynamics
+cp benchmarks/results.json "$out/results.json" 2>/dev/null
+part 70 "gait, 1000 trials" "$py" -m benchmarks.bench_gait --trials 1000 --baseline-trials 40 --json "$out/results_gait.json"
+part 45 "whole body" "$py" -m benchmarks.bench_wholebody --rounds 3
+cp benchmarks/results_wholebody.json "$out/results_wholebody.json" 2>/dev/null
+
+l=$(left)
+echo "== tests (at most $l s, $(date -u +%T))" | tee -a "$out/bench.log"
+timeout "$l" "$py" -m pytest -q -n 12 -p no:cacheprovider --timeout 90 --durations 25 \
+    --junitxml="$out/junit.xml" >"$out/tests.log" 2>&1
+echo "== tests: exit $? after $(($(date +%s) - start)) s" | tee -a "$out/bench.log"
+tail -40 "$out/tests.log"
