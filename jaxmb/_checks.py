@@ -9,7 +9,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from ._math import SINCOS_LIMIT
+from ._math import SINCOS_LIMIT, precise_jit
 from .model import Model
 
 
@@ -24,12 +24,12 @@ def _float_dtype(*xs):
 _EXACT_FINITE = 1 << 16  # elements: exact check below, a sum (NaN and inf propagate) above
 
 
-@jax.jit
+@precise_jit
 def _sum_is_finite(x):
     return jnp.isfinite(jnp.sum(x))
 
 
-@jax.jit
+@precise_jit
 def _sum_of_squares(x):
     return jnp.vdot(x, x)
 

@@ -39,6 +39,7 @@ import numpy as np
 from jax.sharding import Mesh, NamedSharding
 from jax.sharding import PartitionSpec as P
 
+from ._math import precise_jit
 from ._checks import check_finite
 from .model import Model
 
@@ -110,7 +111,7 @@ def _labels(fn, nargs: int) -> list:
     return [names[i] if i < len(names) else f"argument {i}" for i in range(nargs)]
 
 
-@jax.jit
+@precise_jit
 def _all_finite(x):
     return jnp.all(jnp.isfinite(x))
 
@@ -330,7 +331,7 @@ def _build(call, mesh, name, ndev, batched, B, batch_axis, args):
         for spec, b in zip(in_specs, batched)
     )
 
-    @jax.jit
+    @precise_jit
     def run(*xs):
         xs = tuple(jax.tree_util.tree_map(pad_leaf, a) if b else a for a, b in zip(xs, batched))
         return jax.tree_util.tree_map(cut, mapped(*xs))

@@ -10,6 +10,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from ._math import precise_jit
 from . import _engine
 from ._checks import _as_array, _float_dtype, check_array, check_batch, check_dt, check_model, check_steps
 from .model import Model
@@ -396,7 +397,7 @@ def _program_key(jaxpr):
     return key, comparable
 
 
-@functools.partial(jax.jit, static_argnames=("tk", "lk", "tfn", "lfn", "steps", "method", "gradient"))
+@functools.partial(precise_jit, static_argnames=("tk", "lk", "tfn", "lfn", "steps", "method", "gradient"))
 def _integrate(model, q0, qd0, tv, lv, dt, t0, *, tk, lk, tfn, lfn, steps, method, gradient):
     """The integration of :func:`simulate` for validated inputs: q0, qd0 (lead..., dof)
     of the model's dtype; tv / lv the array inputs, for a function the constants of

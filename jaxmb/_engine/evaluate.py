@@ -10,6 +10,7 @@ import jax.numpy as jnp
 import numpy as np
 from jax import lax
 
+from .._math import precise_jit
 from ..model import Model
 from .aba import _aba_rows
 from .crba import _mass_matrix_rows
@@ -126,7 +127,7 @@ def evaluate(spec: Spec, topo: Model, params, q, qd, x3, loads):
 # jaxpr is traced from Python once per shapes and reused (XLA inlines the call): the
 # trace of the gradient of a 10-step simulate of the seven-segment human took about
 # 3-4 s instead of 6-7 s (an ad-hoc measurement on the 2-core CPU).
-@functools.partial(jax.jit, static_argnums=(0, 1))
+@functools.partial(precise_jit, static_argnums=(0, 1))
 def _evaluate_jit(spec: Spec, tree, params, q, qd, x3, loads):
     # ``tree``: the model's pytree structure (its topology, hashable); the kernels
     # read the arrays from ``params`` only

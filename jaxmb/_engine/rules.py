@@ -19,6 +19,7 @@ import jax.numpy as jnp
 from jax import lax
 from jax.custom_batching import custom_vmap
 
+from .._math import precise_jit
 from .._checks import _float_dtype
 from ..model import Model
 from .adjoint import _params_cotangent
@@ -439,7 +440,7 @@ def call(spec: Spec, model: Model, q, qd, x3, loads):
     return _operator(spec, model)(_model_params(model), q, qd, x3, loads)
 
 
-@functools.partial(jax.jit, static_argnums=0)
+@functools.partial(precise_jit, static_argnums=0)
 def _jitted(spec: Spec, model: Model, q, qd, x3, loads):
     dtype = _float_dtype(*(x for x in (q, qd, x3) if x is not None))
     model = model.astype(dtype)

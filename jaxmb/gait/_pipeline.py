@@ -11,6 +11,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from .._math import precise_jit
 from ..signal import derivative_jax, lowpass_design, lowpass_jax, ragged_derivative, ragged_design, ragged_sosfiltfilt
 from ._dynamics import _atan2, _dynamics
 from ._result import OUTPUTS
@@ -330,4 +331,4 @@ def _outputs(outputs, terms) -> tuple:
 
 @functools.lru_cache(maxsize=None)
 def _jitted(**static):
-    return jax.jit(functools.partial(_group_pipeline, **static))
+    return precise_jit(functools.partial(_group_pipeline, **static))

@@ -9,6 +9,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from .._math import precise_jit
 from .._checks import check_finite
 from ..dynamics import inverse_dynamics, joint_moments
 from ..model import Model, replace_unchecked
@@ -38,7 +39,7 @@ def _massless(model: Model) -> Model:
     return replace_unchecked(model, mass=jnp.zeros_like(model.mass), inertia=jnp.zeros_like(model.inertia))
 
 
-@functools.partial(jax.jit, static_argnames=("quantity", "joints", "frame"))
+@functools.partial(precise_jit, static_argnames=("quantity", "joints", "frame"))
 def _regressor_jit(model, q, qd, qdd, loads, quantity, joints, frame):
     # one compiled program for the Jacobian and the load term (about half the compile
     # time of the same derivatives taken eagerly through the engine)
@@ -49,7 +50,7 @@ def _regressor_jit(model, q, qd, qdd, loads, quantity, joints, frame):
     return Y, jnp.broadcast_to(f(_massless(model), loads), Y.shape[:-1])
 
 
-@functools.partial(jax.jit, static_argnames=("quantity", "joints", "frame"))
+@functools.partial(precise_jit, static_argnames=("quantity", "joints", "frame"))
 def _sensitivity_jit(model, q, qd, qdd, quantity, joints, frame):
     f = _engine(quantity, q, qd, qdd, joints, frame)
     return jax.jacfwd(lambda ph: f(_with_physical(model, ph), None))(to_physical(model))

@@ -14,6 +14,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from .._math import precise_jit
 from ._parameters import _physical_from_z, _pi_from_physical
 
 
@@ -184,10 +185,10 @@ def _lm(zf0, data, cfg: _Config, max_iter: int, ftol, xtol, gtol):
     return z, c, it, status, r[:nd], J[:nd], J[nd:]
 
 
-_lm_jit = jax.jit(_lm, static_argnames=("cfg",))
+_lm_jit = precise_jit(_lm, static_argnames=("cfg",))
 
 
-@functools.partial(jax.jit, static_argnames=("cfg",))
+@functools.partial(precise_jit, static_argnames=("cfg",))
 def _physical_gradient(zf, data, cfg):
     """Gradient (free,) of the cost 1/2 |r|^2 with respect to the free physical
     parameters themselves (finite where d p / d z = exp(z) has underflowed)."""
@@ -218,13 +219,13 @@ def _stuck_at_floor(z, c, jdata, cfg, ref) -> np.ndarray:
     return low & (-g * ref > 1e-4 * max(float(c), 0.0) + np.finfo(float).tiny)
 
 
-@functools.partial(jax.jit, static_argnames=("cfg",))
+@functools.partial(precise_jit, static_argnames=("cfg",))
 def _data_residuals(zf, data, cfg):
     """The data residuals of :func:`_residual_parts`, compiled (op by op they cost
     a compilation each on a first call)."""
     return _residual_parts(zf, data, cfg)[0]
 
 
-@functools.partial(jax.jit, static_argnames=("cfg",))
+@functools.partial(precise_jit, static_argnames=("cfg",))
 def _data_jacobian(zf, data, cfg):
     return jax.jacfwd(lambda zz: _residual_parts(zz, data, cfg)[0])(zf)

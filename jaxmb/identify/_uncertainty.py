@@ -5,10 +5,10 @@ from __future__ import annotations
 import math
 from typing import NamedTuple, Sequence
 
-import jax
 import jax.numpy as jnp
 import numpy as np
 
+from .._math import precise_jit
 from ..model import Model
 from ._parameters import _dpi_dz, _floor, _physical_from_z, _pi_from_physical, _z_from_physical
 from ._prior import _check_prior
@@ -272,7 +272,7 @@ def _draw_physical(model: Model, spread, draws: int, seed: int) -> tuple:
     return mean, out
 
 
-@jax.jit
+@precise_jit
 def _propagate(Y, y0, phys, center):
     # y_d = Y pi_d + y0 for every draw d: one matrix product (the dynamics are linear in
     # pi), draws on the last axis so that each output's draws are contiguous

@@ -11,6 +11,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from .._math import precise_jit
 from .._checks import _float_dtype, check_batch, check_finite
 from ..model import Model, Segment, ancestor_matrix
 from ._hand import _hand_derivatives, _hand_point, _traced_radii, workspace
@@ -269,7 +270,7 @@ def _aim(model: Model, q0, target, i: int, point):
     return q0.at[nb:].add(turn)
 
 
-@functools.partial(jax.jit, static_argnames=("lead", "i", "max_iter", "aim"))
+@functools.partial(precise_jit, static_argnames=("lead", "i", "max_iter", "aim"))
 def _ik_batched(model, target, q0, lead, i, point, damping, tol, max_iter, aim):
     """Projection onto the workspace and the solve, vmapped over the flattened batch."""
     m = model.astype(target.dtype)

@@ -10,6 +10,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from .._math import precise_jit
 from .._checks import _float_dtype, check_finite
 from ..dynamics import inverse_dynamics, joint_moments
 from ..model import Model, Segment
@@ -192,7 +193,7 @@ def movement(model: Model, q_start, q_end, duration, coef, *, nodes: int = 100, 
                          jnp.asarray(duration, dtype), jnp.asarray(coef, dtype), cfg)
 
 
-_movement_jit = jax.jit(_movement, static_argnames=("cfg", "quadrature"))
+_movement_jit = precise_jit(_movement, static_argnames=("cfg", "quadrature"))
 
 
 def _cost_fn(cfg: _Config, weights):

@@ -10,6 +10,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from .._math import precise_jit
 from ..model import Model, Segment
 from ._hand import _hand_derivatives
 from ._ik import inverse_kinematics
@@ -214,7 +215,7 @@ def _end_postures(mdl: Model, start, end, guess, p: _Problem):
     return qs, qe
 
 
-@functools.partial(jax.jit, static_argnames=("i", "batched"))
+@functools.partial(precise_jit, static_argnames=("i", "batched"))
 def _hand_at(model, q, i, point, batched):
     """Hand positions (B, 2) of postures q (B, dof)."""
     f = lambda m, qq: _hand_derivatives(m, i, point, qq, qq, qq, qq)[0]  # noqa: E731

@@ -11,6 +11,7 @@ import optax
 import optax.tree_utils as otu
 from tqdm.auto import tqdm
 
+from .._math import precise_jit
 from ..model import Model
 from ._basis import _basis_np
 from ._hand import _hand_derivatives
@@ -197,10 +198,10 @@ def _solve_one(model: Model, q_start, q_end, duration, coef0, weights, cfg: _Con
 
 # one problem: no vmap (under vmap, the line search's lax.cond becomes a select that
 # evaluates both branches, and batching the solver's jaxpr triples the tracing time)
-_solve_single = jax.jit(_solve_one, static_argnames=("cfg",))
+_solve_single = precise_jit(_solve_one, static_argnames=("cfg",))
 
 
-@functools.partial(jax.jit, static_argnames=("cfg", "model_batched", "batching"))
+@functools.partial(precise_jit, static_argnames=("cfg", "model_batched", "batching"))
 def _solve_batch(model, q_start, q_end, duration, coef0, weights, cfg: _Config, model_batched: bool,
                  batching: str = "map"):
     """Every problem of the (flat) batch in one compiled call.

@@ -26,6 +26,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from .._math import precise_jit
 from .._checks import _int_at_least
 from ._design import _axis, _positive_rate, _scipy_signal, _weights, lowpass_design
 from ._recursion import _METHODS, _float_input, _sosfiltfilt_bt, _sosfiltfilt_tc, _to_time_channels
@@ -92,7 +93,7 @@ def sosfiltfilt_jax(
     return _sosfiltfilt_jit(x, sos_key, axis, padlen, method, int(unroll), int(block))
 
 
-@functools.partial(jax.jit, static_argnums=(1, 2, 3, 4, 5, 6))
+@functools.partial(precise_jit, static_argnums=(1, 2, 3, 4, 5, 6))
 def _sosfiltfilt_jit(x, sos_key, axis, padlen, method, unroll, block):
     # one compiled computation per design and shape (eager calls compile once)
 

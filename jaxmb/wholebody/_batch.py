@@ -15,6 +15,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from .._math import precise_jit
 from .. import identify
 from ..model import Model
 from ._fit import _QUANTITIES, _floor_of, _posterior, _prior_rows, _restrict, root_regressor
@@ -71,7 +72,7 @@ def stack_models(models) -> Model:
     return jax.tree_util.tree_map(lambda *x: jnp.stack([jnp.asarray(v) for v in x]), *models)
 
 
-@functools.partial(jax.jit, static_argnames=("tie",))
+@functools.partial(precise_jit, static_argnames=("tie",))
 def _fit_all(models, q, qd, qdd, loads, w, sigma, prior_mean, prior_sd, body_mass, mass_sd, floor, tie):
     """Per subject: root regressor, whitened prior, bounded exact least squares; vmapped."""
 

@@ -16,6 +16,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from .._math import precise_jit
 from .. import identify
 from ..kinematics import joint_positions, segment_angles
 from ..model import Model
@@ -251,7 +252,7 @@ def _posterior(Y, y0, w, sigma, mean, L, body_mass, mass_sd, floor, tie: bool):
     return pi, cov, held, _physical_of(pi), se_phys
 
 
-_posterior_jit = jax.jit(_posterior, static_argnames=("tie",))
+_posterior_jit = precise_jit(_posterior, static_argnames=("tie",))
 
 
 def _physical_of(pi):
