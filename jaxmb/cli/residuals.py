@@ -52,7 +52,8 @@ def add_parser(subparsers) -> None:
     p.add_argument("--train", type=float, default=0.5,
                    help="fraction of each trial's measured frames to fit on, the first ones (default 0.5); the rest is held out")  # fmt: skip
     p.add_argument("--cutoff", type=float, default=6.0, help="low-pass cut-off of markers and forces, Hz (default 6)")
-    p.add_argument("--body-mass", type=float, default=None, help="kg (default: the plates' body weight / g)")
+    p.add_argument("--body-mass", type=float, default=None,
+                   help="kg (default: from the plates' vertical impulse over the measured frames)")
     p.add_argument("--height", type=float, default=None, help="m (default: mid-shoulder height / 0.818)")
     p.add_argument("--no-arms", action="store_true", help="one rigid head-arms-trunk root")
     p.add_argument("--no-figure", action="store_true", help="skip residuals.png")
@@ -168,7 +169,8 @@ def _table_and_fit(wb, data, args):
 
 def _text(wb, data, out):
     """The summary for people."""
-    lines = [f"body mass {wb.body_mass:.2f} kg (plates), height {wb.height:.2f} m, {wb.model.segments} segments, "
+    single = "" if wb.body_mass_single_support is None else f"; single support {wb.body_mass_single_support:.2f} kg"
+    lines = [f"body mass {wb.body_mass:.2f} kg (plates' vertical impulse{single}), height {wb.height:.2f} m, {wb.model.segments} segments, "
              f"{int(data['measured'].sum())} measured frames ({int((data['measured'] & ~data['train']).sum())} held out)",
              "residual RMS FX / FY (N) / MZ (N m about the centre of mass):"]
     for kind, models in out["summary"].items():
@@ -243,7 +245,8 @@ def _write_all(args, trials, data, report) -> None:
     os.makedirs(args.out, exist_ok=True)
     wb = trials[0]
     names = list(args.c3d) if args.c3d else [f"{t} + {f}" for t, f in zip(args.trc, args.forces)]
-    summary = {"body_mass_kg": wb.body_mass, "height_m": wb.height, "files": names,
+    summary = {"body_mass_kg": wb.body_mass, "body_mass_single_support_kg": wb.body_mass_single_support,
+               "height_m": wb.height, "files": names,
                "noise": {"FX_N": float(wb.noise[0]), "FY_N": float(wb.noise[1]), "M_root_Nm": float(wb.noise[2])},
                "models": report["summary"]}
     files = {
