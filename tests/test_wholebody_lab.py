@@ -162,3 +162,30 @@ def test_command_input_errors_are_one_line(capsys, tmp_path):
         assert main(["--no-cache", "residuals", "--c3d", GAIT, "--marker", "hip=RGT", "--out", str(tmp_path)]) == 2
     err = capsys.readouterr().err
     assert "no marker 'RGT'" in err and "--marker JOINT=LABEL" in err and "mapping=" not in err
+
+
+def test_command_cross_validation_in_blocks(tmp_path, capsys):
+    """--folds 2: every measured frame held out once (blocks of one period of the 6 Hz cut-off).
+
+    What it shows on Gait.c3d (masses and centres of mass fitted, filtered forces): the
+    centres of mass take FX's held-out RMS from 24.9 to 15.4 N (38 % lower) and MZ from 19.6
+    to 15.4 N m, but not FY (24.7 -> 28.5 N): the issue's target (FX and FY 15 % lower) is
+    not reached; docs/guides/wholebody.md, "On Gait.c3d", says what limits FY.
+    """
+    out = tmp_path / "cv"
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        assert main(["--no-cache", "residuals", "--c3d", GAIT, "--fit", "--fit-com", "--folds", "2", "--no-figure",
+                     "--out", str(out)]) == 0
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["heldout"]["scheme"] == "folds" and summary["heldout"]["block_frames"] == 17
+    rows = [line.split(",") for line in (out / "residuals.csv").read_text().splitlines()[1:]]
+    assert all(r[-1] == r[-2] for r in rows) and sum(int(r[-1]) for r in rows) == 83  # held out = measured
+    models = summary["models"]["filtered"]
+    np.testing.assert_allclose(models["table"]["rms_heldout"], models["table"]["rms"], rtol=1e-12)
+    np.testing.assert_allclose(models["fit"]["rms_heldout"], [15.4, 28.5, 15.4], atol=0.1)
+    assert models["fit"]["rms_heldout"][0] < 0.85 * models["table"]["rms_heldout"][0]
+    rows = [line.split(",") for line in (out / "parameters.csv").read_text().splitlines()[1:]]
+    assert all(abs(float(r[3]) - float(r[2])) <= 3 * 0.25 * float(r[2]) for r in rows if r[1] == "mass")
+    assert main(["--no-cache", "residuals", "--c3d", GAIT, "--folds", "1", "--out", str(out)]) == 2
+    assert "--folds must be 0 (off) or at least 2" in capsys.readouterr().err
