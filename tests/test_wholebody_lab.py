@@ -189,3 +189,24 @@ def test_command_cross_validation_in_blocks(tmp_path, capsys):
     assert all(abs(float(r[3]) - float(r[2])) <= 3 * 0.25 * float(r[2]) for r in rows if r[1] == "mass")
     assert main(["--no-cache", "residuals", "--c3d", GAIT, "--folds", "1", "--out", str(out)]) == 2
     assert "--folds must be 0 (off) or at least 2" in capsys.readouterr().err
+
+
+def test_impulse_body_mass_is_newtons_law_summed(trial):
+    """The default body mass: sum_t Fy_t = m sum_t (a_y,t + g) over the measured frames, exactly.
+
+    Forces built from a known mass through the same motion (the trial's, any window) give
+    that mass back to round-off; the trial's own plates give 62.86 kg.
+    """
+    from jaxmb.wholebody import _lab
+
+    M = trial.body_mass
+    unit = trial.model.replace(mass=trial.model.mass / M, inertia=trial.model.inertia / M)
+    true = 70.0
+    truth = trial.model.replace(mass=unit.mass * true, inertia=unit.inertia * true)
+    fy = np.asarray(wholebody.residuals(truth, trial.q, trial.qd, trial.qdd, about="root"))[:, 1]
+    filt = np.zeros((2, len(fy), 3))
+    filt[0, :, 1] = 0.25 * fy  # split between the feet any way
+    filt[1, :, 1] = 0.75 * fy
+    for window in (trial.measured, np.arange(len(fy)) < 120):  # a stride, and a part of one
+        got = _lab._impulse_mass(unit, trial.q, None, trial.qd, trial.qdd, filt, window)
+        assert got == pytest.approx(true, rel=1e-5)
