@@ -32,7 +32,10 @@ def trial(c3d):
 def test_model_and_measured_frames(trial):
     assert trial.model.names == ("trunk", "thigh_r", "shank_r", "foot_r", "thigh_l", "shank_l", "foot_l",
                                  "uarm_r", "farm_r", "uarm_l", "farm_l")
-    assert trial.body_mass == pytest.approx(61.16, abs=0.05)  # 600 N of single support / g
+    # The plates' vertical impulse over the 83 measured frames (a stride, right heel strike to right
+    # heel strike): 62.86 kg; single support's mean force / g (the gait pipeline's) is 61.16 kg.
+    assert trial.body_mass == pytest.approx(62.86, abs=0.05)
+    assert trial.body_mass_single_support == pytest.approx(61.16, abs=0.05)
     np.testing.assert_allclose(float(trial.model.mass.sum()), trial.body_mass, rtol=1e-12)  # Dempster's rows sum to 1
     t = trial.time[trial.measured]
     # Every foot on the floor stands on a plate: right heel strike on plate 2 after the
@@ -47,8 +50,10 @@ def test_model_and_measured_frames(trial):
 def test_residuals_of_the_table_model(trial):
     r = wholebody.residuals(trial.model, trial.q, trial.qd, trial.qdd, trial.loads)
     s = wholebody.summarize(r, body_mass=trial.body_mass, height=trial.height, mask=trial.measured)
-    # Measured figures of this model (6 Hz markers and forces): 25.7 N, 30.3 N, 19.3 N m.
-    np.testing.assert_allclose(s.rms, [25.7, 30.3, 19.3], atol=0.1)
+    # Measured figures of this model (6 Hz markers and forces): 24.9 N, 24.7 N, 19.6 N m (with
+    # single support's 61.16 kg: 25.7 N, 30.3 N, 19.3 N m; FY's mean -16.1 N, 0 with the impulse's mass).
+    np.testing.assert_allclose(s.rms, [24.9, 24.7, 19.6], atol=0.1)
+    assert abs(float(np.mean(np.asarray(r)[trial.measured, 1]))) < 1e-3 * trial.body_mass * 9.81
     raw = wholebody.summarize(wholebody.residuals(trial.model, trial.q, trial.qd, trial.qdd, trial.loads_raw),
                               body_mass=trial.body_mass, mask=trial.measured)
     assert np.all(raw.rms[:2] > s.rms[:2])  # the force content above 6 Hz
@@ -157,3 +162,51 @@ def test_command_input_errors_are_one_line(capsys, tmp_path):
         assert main(["--no-cache", "residuals", "--c3d", GAIT, "--marker", "hip=RGT", "--out", str(tmp_path)]) == 2
     err = capsys.readouterr().err
     assert "no marker 'RGT'" in err and "--marker JOINT=LABEL" in err and "mapping=" not in err
+
+
+def test_command_cross_validation_in_blocks(tmp_path, capsys):
+    """--folds 2: every measured frame held out once (blocks of one period of the 6 Hz cut-off).
+
+    What it shows on Gait.c3d (masses and centres of mass fitted, filtered forces): the
+    centres of mass take FX's held-out RMS from 24.9 to 15.4 N (38 % lower) and MZ from 19.6
+    to 15.4 N m, but not FY (24.7 -> 28.5 N): the issue's target (FX and FY 15 % lower) is
+    not reached; docs/guides/wholebody.md, "On Gait.c3d", says what limits FY.
+    """
+    out = tmp_path / "cv"
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        assert main(["--no-cache", "residuals", "--c3d", GAIT, "--fit", "--fit-com", "--folds", "2", "--no-figure",
+                     "--out", str(out)]) == 0
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["heldout"]["scheme"] == "folds" and summary["heldout"]["block_frames"] == 17
+    rows = [line.split(",") for line in (out / "residuals.csv").read_text().splitlines()[1:]]
+    assert all(r[-1] == r[-2] for r in rows) and sum(int(r[-1]) for r in rows) == 83  # held out = measured
+    models = summary["models"]["filtered"]
+    np.testing.assert_allclose(models["table"]["rms_heldout"], models["table"]["rms"], rtol=1e-12)
+    np.testing.assert_allclose(models["fit"]["rms_heldout"], [15.4, 28.5, 15.4], atol=0.1)
+    assert models["fit"]["rms_heldout"][0] < 0.85 * models["table"]["rms_heldout"][0]
+    rows = [line.split(",") for line in (out / "parameters.csv").read_text().splitlines()[1:]]
+    assert all(abs(float(r[3]) - float(r[2])) <= 3 * 0.25 * float(r[2]) for r in rows if r[1] == "mass")
+    assert main(["--no-cache", "residuals", "--c3d", GAIT, "--folds", "1", "--out", str(out)]) == 2
+    assert "--folds must be 0 (off) or at least 2" in capsys.readouterr().err
+
+
+def test_impulse_body_mass_is_newtons_law_summed(trial):
+    """The default body mass: sum_t Fy_t = m sum_t (a_y,t + g) over the measured frames, exactly.
+
+    Forces built from a known mass through the same motion (the trial's, any window) give
+    that mass back to round-off; the trial's own plates give 62.86 kg.
+    """
+    from jaxmb.wholebody import _lab
+
+    M = trial.body_mass
+    unit = trial.model.replace(mass=trial.model.mass / M, inertia=trial.model.inertia / M)
+    true = 70.0
+    truth = trial.model.replace(mass=unit.mass * true, inertia=unit.inertia * true)
+    fy = np.asarray(wholebody.residuals(truth, trial.q, trial.qd, trial.qdd, about="root"))[:, 1]
+    filt = np.zeros((2, len(fy), 3))
+    filt[0, :, 1] = 0.25 * fy  # split between the feet any way
+    filt[1, :, 1] = 0.75 * fy
+    for window in (trial.measured, np.arange(len(fy)) < 120):  # a stride, and a part of one
+        got = _lab._impulse_mass(unit, trial.q, None, trial.qd, trial.qdd, filt, window)
+        assert got == pytest.approx(true, rel=1e-5)

@@ -51,8 +51,12 @@ def add_parser(subparsers) -> None:
     p.add_argument("--fit-com", action="store_true", help="with --fit: fit the centres of mass too")
     p.add_argument("--train", type=float, default=0.5,
                    help="fraction of each trial's measured frames to fit on, the first ones (default 0.5); the rest is held out")  # fmt: skip
+    p.add_argument("--folds", type=int, default=0, metavar="K",
+                   help="cross-validation instead of --train: the measured frames in blocks of one period of the "
+                        "cut-off, block b in fold b mod K; each fold is fitted on the others and held out (default 0: off)")
     p.add_argument("--cutoff", type=float, default=6.0, help="low-pass cut-off of markers and forces, Hz (default 6)")
-    p.add_argument("--body-mass", type=float, default=None, help="kg (default: the plates' body weight / g)")
+    p.add_argument("--body-mass", type=float, default=None,
+                   help="kg (default: from the plates' vertical impulse over the measured frames)")
     p.add_argument("--height", type=float, default=None, help="m (default: mid-shoulder height / 0.818)")
     p.add_argument("--no-arms", action="store_true", help="one rigid head-arms-trunk root")
     p.add_argument("--no-figure", action="store_true", help="skip residuals.png")
@@ -71,6 +75,8 @@ def run(args) -> int:
     """Run ``jaxmb residuals``; returns the exit status."""
     if not 0.0 < args.train <= 1.0:
         return _fail(f"--train must be in (0, 1], got {args.train}")
+    if args.folds == 1 or args.folds < 0:
+        return _fail(f"--folds must be 0 (off) or at least 2, got {args.folds}")
     if args.trc and len(args.forces or ()) != len(args.trc):
         return _fail(f"--trc needs one --forces file for each TRC file: {len(args.trc)} TRC, "
                      f"{len(args.forces or ())} forces")  # fmt: skip
@@ -83,7 +89,7 @@ def run(args) -> int:
         return _fail(str(err))
     except (ValueError, KeyError, OSError) as err:
         return _fail(str(err))
-    data = _stack(trials, args.train)
+    data = _stack(trials, args.train, args.folds)
     report = _table_and_fit(trials[0], data, args)
     _write_all(args, trials, data, report)
     print(report["text"])
@@ -115,15 +121,33 @@ def _load(args, mapping):
     return trials
 
 
-def _stack(trials, train):
-    """Frames of every trial stacked, with the measured and training masks."""
+def _folds(trial, folds):
+    """(T,) fold of each measured frame (-1 elsewhere): blocks of one period of the cut-off, round robin.
+
+    The block is the filtered signals' correlation time (a zero-lag low-pass at
+    ``cutoff`` mixes frames about one period apart), so that a held-out block
+    shares little of its filtered noise with the fitted ones next to it.
+    """
+    rate = 1.0 / float(np.median(np.diff(trial.time)))
+    block = max(1, int(round(rate / trial.cutoff)))
+    idx = np.where(trial.measured)[0]
+    fold = np.full(len(trial.measured), -1)
+    fold[idx] = (np.arange(len(idx)) // block) % folds
+    return fold, block
+
+
+def _stack(trials, train, folds=0):
+    """Frames of every trial stacked, with the measured and training masks (and the folds)."""
     cat = lambda f: np.concatenate([np.asarray(f(t)) for t in trials])  # noqa: E731
     train_mask = []
     for t in trials:
         idx = np.where(t.measured)[0]
-        cut = idx[min(len(idx) - 1, int(np.ceil(train * len(idx)))) - 1] if train < 1 else idx[-1]
+        cut = idx[min(len(idx) - 1, int(np.ceil(train * len(idx)))) - 1] if train < 1 and not folds else idx[-1]
         train_mask.append(t.measured & (np.arange(len(t.measured)) <= cut))
+    fold = [_folds(t, folds) for t in trials] if folds else None
     return {
+        "folds": folds, "fold": None if fold is None else np.concatenate([f[0] for f in fold]),
+        "block": None if fold is None else fold[0][1],
         "q": cat(lambda t: t.q), "qd": cat(lambda t: t.qd), "qdd": cat(lambda t: t.qdd),
         "loads": {"filtered": cat(lambda t: t.loads), "raw": cat(lambda t: t.loads_raw)},
         "measured": cat(lambda t: t.measured), "train": np.concatenate(train_mask),
@@ -144,7 +168,7 @@ def _table_and_fit(wb, data, args):
     model = wb.model
     pi0 = np.asarray(identify.to_parameters(model))
     prior = prior_around(model)
-    held = data["measured"] & ~data["train"]
+    held = data["measured"] & ~data["train"] if not data["folds"] else data["measured"]
     out = {"series": {}, "summary": {}, "fits": {}}
     for kind, loads in data["loads"].items():
         Y, y0 = root_regressor(model, data["q"], data["qd"], data["qdd"], loads)
@@ -160,16 +184,38 @@ def _table_and_fit(wb, data, args):
             res = np.asarray(about_com(model, data["q"], Y @ pi + y0, pi))
             out["series"][(kind, name)] = res
             entry = _stats(res, data["measured"], wb)
-            entry["rms_heldout"] = _stats(res, held, wb)["rms"] if held.any() else None
+            oof = _out_of_fold(model, data, loads, (Y, y0), prior, free, wb) if name == "fit" and data["folds"] else res
+            entry["rms_heldout"] = _stats(oof, held, wb)["rms"] if held.any() else None
             out["summary"][kind][name] = entry
     out["text"] = _text(wb, data, out)
     return out
 
 
+def _out_of_fold(model, data, loads, regressor, prior, free, wb):
+    """(T, 3) residuals of each fold's frames with the parameters fitted to the other folds."""
+    Y, y0 = regressor
+    res = np.zeros((len(data["time"]), 3))
+    for k in range(data["folds"]):
+        held = data["fold"] == k
+        fit = fit_to_plates(model, data["q"], data["qd"], data["qdd"], loads, prior=prior, sigma=wb.noise,
+                            weights=data["measured"] & ~held, body_mass=wb.body_mass, mass_sd=0.01 * wb.body_mass,
+                            free=free, regressor=regressor)
+        res[held] = np.asarray(about_com(model, data["q"], Y @ fit.parameters + y0, fit.parameters))[held]
+    return res
+
+
+def _heldout_words(data):
+    """How the held-out frames were chosen, for summary.txt and summary.json."""
+    if data["folds"]:
+        return f"every one held out in {data['folds']} folds of {data['block']}-frame blocks"
+    return f"{int((data['measured'] & ~data['train']).sum())} held out: the last ones"
+
+
 def _text(wb, data, out):
     """The summary for people."""
-    lines = [f"body mass {wb.body_mass:.2f} kg (plates), height {wb.height:.2f} m, {wb.model.segments} segments, "
-             f"{int(data['measured'].sum())} measured frames ({int((data['measured'] & ~data['train']).sum())} held out)",
+    single = "" if wb.body_mass_single_support is None else f"; single support {wb.body_mass_single_support:.2f} kg"
+    lines = [f"body mass {wb.body_mass:.2f} kg (plates' vertical impulse{single}), height {wb.height:.2f} m, {wb.model.segments} segments, "
+             f"{int(data['measured'].sum())} measured frames ({_heldout_words(data)})",
              "residual RMS FX / FY (N) / MZ (N m about the centre of mass):"]
     for kind, models in out["summary"].items():
         for name, s in models.items():
@@ -200,7 +246,8 @@ def _residuals_csv(data, report) -> str:
     for k in range(len(data["time"])):
         row = [int(data["trial"][k]), f"{data['time'][k]:.4f}"] + [f"{v:.6g}" for v in table[k]]
         row += [] if fit is None else [f"{v:.6g}" for v in fit[k]]
-        rows.append(row + [int(data["measured"][k]), int(data["measured"][k] and not data["train"][k])])
+        held = data["measured"][k] and (not data["train"][k] or bool(data["folds"]))
+        rows.append(row + [int(data["measured"][k]), int(held)])
     return _csv(header, rows)
 
 
@@ -243,7 +290,10 @@ def _write_all(args, trials, data, report) -> None:
     os.makedirs(args.out, exist_ok=True)
     wb = trials[0]
     names = list(args.c3d) if args.c3d else [f"{t} + {f}" for t, f in zip(args.trc, args.forces)]
-    summary = {"body_mass_kg": wb.body_mass, "height_m": wb.height, "files": names,
+    summary = {"body_mass_kg": wb.body_mass, "body_mass_single_support_kg": wb.body_mass_single_support,
+               "height_m": wb.height, "files": names,
+               "heldout": {"scheme": "folds" if data["folds"] else "last", "folds": data["folds"],
+                           "block_frames": data["block"], "words": _heldout_words(data)},
                "noise": {"FX_N": float(wb.noise[0]), "FY_N": float(wb.noise[1]), "M_root_Nm": float(wb.noise[2])},
                "models": report["summary"]}
     files = {

@@ -18,6 +18,7 @@ from ..dynamics import point_load
 from ..io import read_c3d
 from ..model import Model, tree
 from ..signal import derivative, lowpass
+from ._residuals import residuals
 
 __all__ = ["WholeBodyTrial", "whole_body_trial", "ARM_MARKERS"]
 
@@ -54,7 +55,11 @@ class WholeBodyTrial:
       force_raw: (T, 2, 2) unfiltered.
       measured: (T,) True where every foot on the floor stands on a plate.
       time: (T,) s.
-      body_mass: kg (the plates' body weight / g, or given).
+      body_mass: kg (given, or from the plates' vertical impulse over the
+        measured frames, :func:`_impulse_mass`).
+      body_mass_single_support: kg, the gait pipeline's estimate (the mean
+        vertical force of single support / g; None without a whole single
+        support), for comparison.
       height: m (given, or the mid-shoulder height / 0.818, Winter's proportion).
       noise: (3,) N, N, N m: RMS of the force's (and of its moment about the
         mid-hip point's) content above ``cutoff`` over the measured frames, floored
@@ -73,6 +78,7 @@ class WholeBodyTrial:
     measured: np.ndarray
     time: np.ndarray
     body_mass: float
+    body_mass_single_support: float | None
     height: float
     noise: np.ndarray
     cutoff: float
@@ -203,7 +209,8 @@ def whole_body_trial(trial, *, cutoff: float = 6.0, body_mass: float | None = No
         ``(markers, plates)`` (e.g. :func:`jaxmb.io.read_trc` and
         :func:`jaxmb.io.read_forces` of a TRC and a ``.forces`` file).
       cutoff: low-pass cut-off of markers and forces, Hz (one for both).
-      body_mass: kg; default the plates' body weight / gravity.
+      body_mass: kg; default from the plates' vertical impulse over the measured
+        frames (Newton's law summed over them, :func:`_impulse_mass`).
       height: m; default the mid-shoulder height / 0.818.
       arms: model the arms (default: when the file has shoulder, elbow and wrist
         markers on both sides); False gives one rigid head-arms-trunk root.
@@ -216,7 +223,7 @@ def whole_body_trial(trial, *, cutoff: float = 6.0, body_mass: float | None = No
 
     Raises:
       ValueError: a foot never on a plate, no measured frame, markers missing
-        for a segment or with gaps (naming them), no body weight from the plates and no
+        for a segment or with gaps (naming them), no body mass from the plates and no
         ``body_mass``.
 
     Example:
@@ -235,12 +242,7 @@ def whole_body_trial(trial, *, cutoff: float = 6.0, body_mass: float | None = No
     pts, frames = _points(markers, legs, arms)
     rate = float(legs[0].rate)
     q, qd, qdd, lengths = _kinematics(pts, spec, rate, cutoff)
-    if body_mass is None:
-        if legs[0].body_weight is None:
-            raise ValueError("no body weight from the plates (no whole single-support contact): give body_mass")
-        body_mass = float(legs[0].body_weight) / gravity
     height = float(np.mean(lowpass(pts["shoulder"], rate, cutoff)[:, 1]) / 0.818) if height is None else height
-    model = _build_model(spec, lengths, body_mass, gravity)
     T = len(frames)
     wrench = [_foot_wrench(leg, leg.force_rate / rate, cutoff, T) for leg in legs]
     filt = np.stack([w[0] for w in wrench]); raw = np.stack([w[1] for w in wrench])
@@ -252,7 +254,32 @@ def whole_body_trial(trial, *, cutoff: float = 6.0, body_mass: float | None = No
                          f"plate carries {min_force} N); choose a trial with a stance on a plate while the other foot "
                          "swings or stands on another plate, or lower min_force")
     qj = jnp.asarray(q)
+    single = None if legs[0].body_weight is None else float(legs[0].body_weight) / gravity
+    if body_mass is None:
+        body_mass = _impulse_mass(_build_model(spec, lengths, 1.0, gravity), qj, q, qd, qdd, filt, measured)
+    model = _build_model(spec, lengths, body_mass, gravity)
     return WholeBodyTrial(model, qj, jnp.asarray(qd), jnp.asarray(qdd), _loads(model, qj, filt), _loads(model, qj, raw),
                           np.moveaxis(filt[:, :, :2], 0, 1), np.moveaxis(raw[:, :, :2], 0, 1), measured,
-                          np.asarray(legs[0].time), body_mass, height, _noise(filt, raw, measured, q, body_mass, gravity),
-                          cutoff)
+                          np.asarray(legs[0].time), body_mass, single, height,
+                          _noise(filt, raw, measured, q, body_mass, gravity), cutoff)
+
+
+def _impulse_mass(unit, qj, q, qd, qdd, filt, measured) -> float:
+    """Body mass from the vertical impulse over the measured frames, kg.
+
+    Newton's law of the whole body, vertically, summed over the measured frames:
+    ``sum_t Fy_t = m sum_t (a_y,t + g)``, with ``a_y`` the centre of mass's
+    vertical acceleration of the tables' mass fractions (``unit``: the model at
+    1 kg, whose root force without loads is ``a + g`` per kg). Unlike the mean
+    force of single support / g, it holds over any window: the change of
+    vertical momentum is accounted for, not assumed zero (on Gait.c3d single
+    support's 600 N / g = 61.2 kg; the stride's impulse 62.9 kg, the residual
+    FY's mean -16 N with the former, 0 with the latter).
+    """
+    per_kg = np.asarray(residuals(unit, qj, jnp.asarray(qd), jnp.asarray(qdd), about="root"))[:, 1]
+    fy = filt[:, :, 1].sum(0)
+    denom = float(per_kg[measured].sum())
+    if not denom > 0.0:
+        raise ValueError("no body mass from the plates (the centre of mass's vertical acceleration cancels gravity over "
+                         "the measured frames): give body_mass")
+    return float(fy[measured].sum()) / denom
