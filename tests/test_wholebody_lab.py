@@ -208,5 +208,5 @@ def test_impulse_body_mass_is_newtons_law_summed(trial):
     filt[0, :, 1] = 0.25 * fy  # split between the feet any way
     filt[1, :, 1] = 0.75 * fy
     for window in (trial.measured, np.arange(len(fy)) < 120):  # a stride, and a part of one
-        got = _lab._impulse_mass(unit, trial.q, None, trial.qd, trial.qdd, filt, window)
+        got = _lab._impulse_mass(unit, trial.q, trial.qd, trial.qdd, filt, window)
         assert got == pytest.approx(true, rel=1e-5)

@@ -256,7 +256,7 @@ def whole_body_trial(trial, *, cutoff: float = 6.0, body_mass: float | None = No
     qj = jnp.asarray(q)
     single = None if legs[0].body_weight is None else float(legs[0].body_weight) / gravity
     if body_mass is None:
-        body_mass = _impulse_mass(_build_model(spec, lengths, 1.0, gravity), qj, q, qd, qdd, filt, measured)
+        body_mass = _impulse_mass(_build_model(spec, lengths, 1.0, gravity), qj, qd, qdd, filt, measured)
     model = _build_model(spec, lengths, body_mass, gravity)
     return WholeBodyTrial(model, qj, jnp.asarray(qd), jnp.asarray(qdd), _loads(model, qj, filt), _loads(model, qj, raw),
                           np.moveaxis(filt[:, :, :2], 0, 1), np.moveaxis(raw[:, :, :2], 0, 1), measured,
@@ -264,7 +264,7 @@ def whole_body_trial(trial, *, cutoff: float = 6.0, body_mass: float | None = No
                           _noise(filt, raw, measured, q, body_mass, gravity), cutoff)
 
 
-def _impulse_mass(unit, qj, q, qd, qdd, filt, measured) -> float:
+def _impulse_mass(unit, qj, qd, qdd, filt, measured) -> float:
     """Body mass from the vertical impulse over the measured frames, kg.
 
     Newton's law of the whole body, vertically, summed over the measured frames:
