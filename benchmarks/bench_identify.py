@@ -65,8 +65,8 @@ def main(argv=None) -> int:
 
     # regressors alone (moments and reactions, 6001 frames)
     def regs():
-        a = identify.regressor(start, q, qd, qdd, loads, quantity="joint_moments")
-        b = identify.regressor(start, q, qd, qdd, loads, quantity="joint_reactions")
+        a = identify.regressor(start, q, qd, qdd, trial["loads"], quantity="joint_moments")
+        b = identify.regressor(start, q, qd, qdd, trial["loads"], quantity="joint_reactions")
         return common.block((a, b))
 
     _, first = common.first_call(regs)
