@@ -522,6 +522,46 @@ def test_analyze_rejects_nan_and_mismatched_shapes(running):
         gait.analyze(**lists, rate=kw["rate"], segments=kw["segments"], gravity=kw["gravity"])
 
 
+
+def test_unit_checks_name_the_first_bad_trial_and_skip_padded_samples(running):
+    """The unit checks run on the whole batch at once: the first trial that fails is
+    named, each check as for that trial alone; samples past frames= are never read."""
+    from jaxmb.gait import _inputs
+
+    kw = _decimated(running)
+    names = ("hip", "knee", "ankle", "toe", "force", "cop")
+    batch = {k: np.stack([kw[k]] * 3) for k in names}
+    bad = {k: v.copy() for k, v in batch.items()}
+    bad["force"][2] *= -1.0
+    bad["cop"][1] *= 1000.0
+    rest = dict(rate=kw["rate"], segments=kw["segments"], gravity=kw["gravity"])
+    with pytest.raises(ValueError, match=r"centre of pressure is at x = .* \(trial 1\), more than 1 m"):
+        gait.analyze(**bad, **rest)
+    bad["cop"][1] = batch["cop"][1]
+    with pytest.raises(ValueError, match=r"vertical ground reaction force is negative .*\(trial 2\)"):
+        gait.analyze(**bad, **rest)
+    bad = {k: v.copy() for k, v in batch.items()}
+    bad["hip"][1] *= 1000.0
+    bad["knee"][1] *= 1000.0
+    with pytest.raises(ValueError, match=r"the thigh \(hip-knee\) is .* m long .*\(trial 1\)"):
+        gait.analyze(**bad, **rest)
+    # padded arrays: samples past each trial's frames hold anything (a millimetre
+    # centre of pressure, a negative force, joint centres in millimetres)
+    T = batch["hip"].shape[1]
+    frames = np.array([T - 50, T, T - 200])
+    pad = {k: v.copy() for k, v in batch.items()}
+    for b, n in enumerate(frames):
+        pad["cop"][b, n:] = 1e6
+        pad["force"][b, n:, 1] = -1e5
+        for k in ("hip", "knee", "ankle", "toe"):
+            pad[k][b, n:] = 1e4
+    trials = _inputs._trials(*(pad[k] for k in names), None, None, frames, None, kw["rate"], kw["rate"])
+    _inputs._check_units(trials)
+    pad["cop"][2, : frames[2]] *= 1000.0
+    with pytest.raises(ValueError, match=r"\(trial 2\), more than 1 m"):
+        _inputs._trials(*(pad[k] for k in names), None, None, frames, None, kw["rate"], kw["rate"])
+
+
 # ------------------------------------------------------------- measured C3D trial
 
 
