@@ -15,6 +15,11 @@ from .model import Model
 
 def _float_dtype(*xs):
     """The floating dtype of the inputs (float32 stays float32; ints become float)."""
+    first = getattr(xs[0], "dtype", None) if xs else None
+    if first is not None and first.kind == "f" and all(type(x) is np.ndarray and x.dtype == first for x in xs):
+        # NumPy arrays of one float dtype (the everyday direct call): JAX's type lattice
+        # (jnp.result_type) gives the same, at 70 us of a 0.45 ms call of 1,000 samples
+        return np.dtype(jax.dtypes.canonicalize_dtype(first))
     dt = jnp.result_type(*xs)
     if not jnp.issubdtype(dt, jnp.floating):
         dt = jnp.result_type(float)
@@ -48,8 +53,8 @@ def check_finite(x, name: str, angles_from: int | None = None):
     Large arrays are first summed (one pass, on the array's device): NaN and inf
     propagate through a sum, so a finite sum clears the array, and only a non-finite
     one (or an overflow) pays for the element-wise search that locates the value.
-    With angles, the sum is of squares: at most the limit squared clears every
-    entry's magnitude too."""
+    With angles, a JAX array's sum is of squares (at most the limit squared clears
+    every entry's magnitude too), a NumPy array's its minimum and maximum."""
     if isinstance(x, jax.core.Tracer):
         return
     limit = None if angles_from is None else angle_limit(x.dtype)
@@ -69,8 +74,16 @@ def check_finite(x, name: str, angles_from: int | None = None):
     a = np.asarray(x)
     if a.dtype.kind not in "fc":
         return
-    if a.size > _EXACT_FINITE and cleared(a.sum() if limit is None else np.vdot(a, a).real):
-        return
+    if a.size > _EXACT_FINITE and a.dtype.kind == "f":
+        # NaN and inf propagate through a sum and through min and max; the largest
+        # magnitude is max(-min, max) (a BLAS vdot of the squares took 8 ms for 1e5 x 3
+        # samples beside JAX's threads, the two reductions 0.1 ms)
+        if limit is None and np.isfinite(a.sum()):
+            return
+        if limit is not None:
+            big = max(-float(a.min()), float(a.max()))
+            if np.isfinite(big) and big <= limit:
+                return
     if not np.isfinite(a).all():
         if a.ndim == 0:
             raise ValueError(f"{name} is not finite: {a}")
@@ -111,6 +124,8 @@ def check_real(x, name: str):
     """Raise ValueError unless ``x`` has a real dtype (floating or integer; booleans,
     True as 1 rad, are a mistake)."""
     dt = x.dtype
+    if type(dt) is np.dtype and dt.kind in "fiu":  # NumPy's own floats and integers (a quick test)
+        return
     if not (jnp.issubdtype(dt, jnp.floating) or jnp.issubdtype(dt, jnp.integer)):
         raise ValueError(f"{name} must be a real array, got dtype {dt}")
 
@@ -140,9 +155,10 @@ def check_range(x, name: str):
     a = np.asarray(x)
     big = float(np.finfo(target).max)
     if target.itemsize < a.dtype.itemsize:
-        flat = a.reshape(-1)
-        total = np.vdot(flat, flat) if target.itemsize < 8 else np.inf  # one pass clears most float32 casts
-        if not (np.isfinite(total) and total <= big * big):
+        # the largest magnitude from min and max clears most float32 casts (a BLAS vdot
+        # of the squares took 8 ms for 1e5 x 3 samples beside JAX's threads)
+        most = max(-float(a.min()), float(a.max())) if target.itemsize < 8 and a.size else np.inf
+        if not (np.isfinite(most) and most <= big):
             over = np.isfinite(a) & (np.abs(a) > big)
             if over.any():
                 where = tuple(int(i) for i in np.argwhere(over)[0])

@@ -110,6 +110,8 @@ def _check_model_dtype(model: Model, dtype) -> None:
     compiled call computes in, e.g. float32 inputs with a float64 model) cannot
     hold: 1e39 kg became inf there (:meth:`Model.astype`)."""
     dtype = np.dtype(jax.dtypes.canonicalize_dtype(dtype))
+    if dtype.itemsize >= 8:  # float64 holds every parameter that JAX can hold
+        return
     leaves = jax.tree_util.tree_leaves(model)
     if any(isinstance(x, jax.core.Tracer) for x in leaves):
         return  # values unknown (a model traced by the caller's jit)

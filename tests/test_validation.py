@@ -545,6 +545,25 @@ def test_large_concrete_inputs_closed_over_by_a_jitted_function():
         jax.jit(lambda m: mb.inverse_dynamics(m, bad, zero, zero))(MODEL)
 
 
+
+@pytest.mark.parametrize("bad, message", [(np.nan, "q is not finite at index"), (-np.inf, "q is not finite at index"),
+                                          (3e9, "q has an angle of 3e[+]?09 rad at index")])  # fmt: skip
+def test_large_numpy_inputs_cleared_by_their_extremes_still_name_the_bad_value(bad, message):
+    """NumPy arrays above the exact-check size are cleared by their minimum and
+    maximum (NaN and inf propagate, the largest magnitude bounds every angle); a bad
+    value still gets the element-wise search and its index."""
+    from jaxmb._checks import _EXACT_FINITE
+
+    B = _EXACT_FINITE // MODEL.dof + 2
+    q = np.random.default_rng(6).uniform(-1, 1, (B, MODEL.dof))
+    zero = np.zeros_like(q)
+    assert np.isfinite(mb.forward_dynamics(MODEL, q, zero, zero)).all()
+    q[B - 2, MODEL.dof - 1] = bad
+    with pytest.raises(ValueError, match=message) as err:
+        mb.inverse_dynamics(MODEL, q, zero, zero)
+    assert f"({B - 2}, {MODEL.dof - 1})" in str(err.value)
+
+
 # ------------------------------------------------------------- global state
 
 
