@@ -13,11 +13,9 @@ the notes' figures with them.
 
 from __future__ import annotations
 
-import jax
 import jax.numpy as jnp
 import numpy as np
 
-from ._math import precise_jit
 from .anthropometry import two_link_arm
 from .dynamics import torque_components
 from .optimal import minimum_jerk, time_derivatives, two_link_ik
@@ -70,7 +68,7 @@ def reaching_torques(duration: float = 0.5, *, gravity: float = 9.81, samples: i
 
     q_of_t = lambda s: two_link_ik(minimum_jerk(x0, x1, duration, s), L1, L2, elbow="up")  # noqa: E731
     q, qd, qdd = time_derivatives(q_of_t, jnp.asarray(t))
-    parts = precise_jit(jax.vmap(lambda a, b, c: torque_components(model, a, b, c)))(q, qd, qdd)
+    parts = torque_components(model, q, qd, qdd)  # batched over time: one compiled call, cached across calls
     out = {k: np.asarray(v) for k, v in parts.items() if k != "external"}
     # the angles without arctan2's jumps of 2 pi (the torques depend on them through
     # sines and cosines only, and the rates come from autodiff)
