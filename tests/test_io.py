@@ -188,7 +188,6 @@ def test_trc_round_trip(tmp_path):
         (lambda ls: ls.__setitem__(2, ls[2].replace("\tmm\t", "\tfeet\t")), r"line 3, header field Units: unknown length units 'feet'"),
         (lambda ls: ls.__setitem__(2, ls[2].replace("50.00\t50.00", "fast\t50.00")), r"line 3: header field DataRate = 'fast' is not a number"),
         (lambda ls: ls.__setitem__(1, ls[1].replace("NumFrames", "Frames")), r"header field NumFrames missing"),
-        (lambda ls: ls.__setitem__(3, ls[3].replace("RTOE", "RHEE")), r"line 4: duplicate marker labels RHEE"),
         (lambda ls: ls.__setitem__(0, "Hello"), r"line 1: expected 'PathFileType'"),
         # Data starting on line 5 (no X1 Y1 Z1 line) would lose a frame: an error.
         (lambda ls: ls.__delitem__(slice(4, 6)), r"line 5: expected the coordinate labels 'X1 Y1 Z1 \.\.\.'"),
@@ -207,6 +206,19 @@ def test_trc_malformed(tmp_path, edit, pattern):
     lines = TRC_MM.split("\n")
     edit(lines)
     expect_error(write(tmp_path, "walk.trc", "\n".join(lines)), pattern, io.read_trc)
+
+
+def test_trc_duplicate_labels_renamed_as_c3d_does(tmp_path):
+    """A repeated label is renamed RHEE_2 with a warning naming the line, as read_c3d
+    renames them (it was refused: a TRC exported from such a C3D file could not be read)."""
+    lines = TRC_MM.split("\n")
+    lines[3] = lines[3].replace("RTOE", "RHEE")
+    path = write(tmp_path, "walk.trc", "\n".join(lines))
+    with pytest.warns(UserWarning, match=r"walk\.trc, line 4: duplicate marker labels renamed: RHEE -> RHEE_2") as rec:
+        m = io.read_trc(path)
+    assert rec[0].filename == __file__  # points at the caller
+    assert m.labels == ("RHEE", "RHEE_2")
+    np.testing.assert_array_equal(m.xyz, io.read_trc(write(tmp_path, "ok.trc", TRC_MM)).xyz)
 
 
 # --------------------------------------------------------------------------------------

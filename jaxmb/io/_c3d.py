@@ -10,7 +10,7 @@ import numpy as np
 
 from ._c3d_params import (_c3d_declared_frames, _check_c3d_force, _check_c3d_parameters, _check_moment_channels,
                           _parameter, _plate_gains, _plate_normals)
-from ._markers import C3DTrial, ForcePlates, Markers, _warn_gaps
+from ._markers import C3DTrial, ForcePlates, Markers, _unique_labels, _warn_gaps
 from ._text import _FORCE_UNITS, _LENGTH_UNITS, _MOMENT_UNITS, _scale
 
 
@@ -160,31 +160,6 @@ def _markers(c3d, source: str) -> Markers:
         descriptions=descriptions,
         source=source,
     )
-
-
-def _unique_labels(labels: list, descriptions, source: str) -> tuple:
-    """``labels`` with each repeat of an earlier one renamed ``RKNE_2``, ``RKNE_3``, ...,
-    with a warning naming them (and their descriptions)."""
-    labels = list(labels)
-    seen = {}
-    renamed = []
-    for j, label in enumerate(labels):
-        if label in seen:
-            seen[label] += 1
-            new = f"{label}_{seen[label]}"
-            while new in labels:
-                seen[label] += 1
-                new = f"{label}_{seen[label]}"
-            what = f" ({descriptions[j]})" if descriptions else ""
-            renamed.append(f"{label}{what} -> {new}")
-            labels[j] = new
-        else:
-            seen[label] = 1
-    if renamed:  # stacklevel: read_c3d's caller
-        warnings.warn(
-            f"{source}: duplicate marker labels renamed: {', '.join(renamed)}", stacklevel=4
-        )
-    return tuple(labels)
 
 
 def _analog(c3d):

@@ -265,6 +265,30 @@ class C3DTrial:
     analog_units: tuple
 
 
+def _unique_labels(labels: list, descriptions, source: str, stacklevel: int = 4) -> tuple:
+    """``labels`` with each repeat of an earlier one renamed ``RKNE_2``, ``RKNE_3``, ...,
+    with a warning naming them (and their descriptions, where given); ``stacklevel``
+    points the warning at the reader's caller (read_c3d's and read_trc's)."""
+    labels = list(labels)
+    seen = {}
+    renamed = []
+    for j, label in enumerate(labels):
+        if label in seen:
+            seen[label] += 1
+            new = f"{label}_{seen[label]}"
+            while new in labels:
+                seen[label] += 1
+                new = f"{label}_{seen[label]}"
+            what = f" ({descriptions[j]})" if descriptions else ""
+            renamed.append(f"{label}{what} -> {new}")
+            labels[j] = new
+        else:
+            seen[label] = 1
+    if renamed:
+        warnings.warn(f"{source}: duplicate marker labels renamed: {', '.join(renamed)}", stacklevel=stacklevel)
+    return tuple(labels)
+
+
 def _warn_gaps(markers: Markers, source: str, stacklevel: int = 3) -> None:
     gaps = markers.gaps()
     if not gaps:

@@ -6,7 +6,7 @@ import warnings
 
 import numpy as np
 
-from ._markers import _MAX_LISTED, Markers, _warn_gaps
+from ._markers import _MAX_LISTED, Markers, _unique_labels, _warn_gaps
 from ._text import (_LENGTH_UNITS, _check_time_column, _cut_hint, _header_number, _parse_last_line_too, _read_lines,
                     _refuse_cut_number, _scale, _split_tabs)
 
@@ -18,7 +18,8 @@ def read_trc(path, *, warn_gaps: bool = True, zeros_as_gaps: bool = True) -> Mar
     ``CameraRate``, ``NumFrames``, ``NumMarkers``, ``Units``, ...) and a line of their
     values; a ``Frame#  Time  M1 <tab> <tab> M2 ...`` label line; an ``X1 Y1 Z1 X2 ...``
     line; then one row per frame: the frame number, the time and three coordinates per
-    marker. Empty fields are gaps.
+    marker. Empty fields are gaps. A label repeated on the label line is renamed
+    (``RKNE``, ``RKNE_2``, ...) with a warning naming the line, as :func:`read_c3d` does.
 
     Args:
         path: the ``.trc`` file.
@@ -90,9 +91,9 @@ def read_trc(path, *, warn_gaps: bool = True, zeros_as_gaps: bool = True) -> Mar
         raise ValueError(
             f"{source}, line 4: {len(labels)} marker labels, header field NumMarkers says {n_markers}"
         )
-    duplicates = sorted({label for label in labels if labels.count(label) > 1})
-    if duplicates:
-        raise ValueError(f"{source}, line 4: duplicate marker labels {', '.join(duplicates)}")
+    # repeats renamed RKNE_2, ... with a warning, as read_c3d does (a TRC exported from
+    # such a C3D file was refused)
+    labels = list(_unique_labels(labels, None, f"{source}, line 4", stacklevel=3))
 
     coordinate_fields = [f.strip() for f in _split_tabs(lines[4]) if f.strip()]
     if coordinate_fields and not coordinate_fields[0].upper().startswith("X"):
