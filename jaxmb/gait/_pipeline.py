@@ -127,22 +127,32 @@ def _group_pipeline(pts, force, cop, mz, resample, seg, gravity, pelvis, ragged=
     args = (pts, force, cop, mz, seg, pelvis, ragged)
     if n * b != B:  # pad the batch with copies of the first trial
         args = jax.tree_util.tree_map(lambda x: jnp.concatenate([x, jnp.repeat(x[:1], n * b - B, 0)]), args)
+    # The loop over chunks filters, differentiates and takes the angles and the
+    # segment parameters; the dynamics run after it on the whole step's trials: inside
+    # the loop, its fusions that read sliced inputs and write stacked outputs fell back
+    # from XLA:CPU's fast emitters (docs/performance.md, "The gait pipeline's kernel").
     if n == 1:
-        return _chunk_pipeline(*args, resample, gravity, **static)
-    args = jax.tree_util.tree_map(lambda x: x.reshape((n, b) + x.shape[1:]), args)
-    out = jax.lax.map(lambda a: _chunk_pipeline(*a, resample, gravity, **static), args)
-    out = jax.tree_util.tree_map(lambda x: x.reshape((n * b,) + x.shape[2:]), out)
+        dyn, out = _chunk_pipeline(*args, resample, gravity, **static)
+    else:
+        args = jax.tree_util.tree_map(lambda x: x.reshape((n, b) + x.shape[1:]), args)
+        dyn, out = jax.lax.map(lambda a: _chunk_pipeline(*a, resample, gravity, **static), args)
+        dyn, out = jax.tree_util.tree_map(lambda x: x.reshape((n * b,) + x.shape[2:]), (dyn, out))
     if n * b != B:
-        out = jax.tree_util.tree_map(lambda x: x[:B], out)
+        dyn, out = jax.tree_util.tree_map(lambda x: x[:B], (dyn, out))
+    params = (dyn.pop("lengths"), dyn.pop("com"), dyn.pop("mass"), dyn.pop("inertia"), gravity)
+    out.update(_dynamics(params, **dyn, terms=static["terms"], outputs=static["outputs"]))
     return out
 
 
 def _chunk_pipeline(pts, force, cop, mz, seg, pelvis, ragged, resample, gravity, *, rate, force_rate, cutoff,
                     force_cutoff, order, padlen, from_table, terms, outputs=OUTPUTS, pads=None,
                     shared=(None, None), filter_method=_FILTER_METHOD, filter_block=_FILTER_BLOCK):  # fmt: skip
-    """:func:`_group_pipeline` on one chunk of trials (the same arguments; ``shared``:
-    the kinematics' and the force's filter matrices where every trial has the same,
-    else None and the matrices are in ``ragged``)."""
+    """:func:`_group_pipeline` on one chunk of trials up to the dynamics (the same
+    arguments; ``shared``: the kinematics' and the force's filter matrices where every
+    trial has the same, else None and the matrices are in ``ragged``): (the keyword
+    arguments of :func:`_dynamics` but ``params``, with the segment parameters
+    ``lengths``, ``com``, ``mass``, ``inertia`` instead; the outputs that are not
+    the dynamics')."""
     valid = None
     if ragged is not None:
         nk, nf, kfilt, ffilt, resample = ragged
@@ -232,8 +242,9 @@ def _chunk_pipeline(pts, force, cop, mz, seg, pelvis, ragged, resample, gravity,
     inertia = a * (b * lengths) ** 2 if from_table else b
     com = c * lengths
     pel_rate = None if pelvis is None else deriv(pelvis, order=1)
-    out = _dynamics((lengths, com, mass, inertia, gravity), q, qd, qdd, frc, mz, pelvis, pel_rate, terms=terms,
-                    outputs=outputs)  # fmt: skip
+    dyn = dict(lengths=lengths, com=com, mass=mass, inertia=inertia, q=q, qd=qd, qdd=qdd, frc=frc, mz=mz,
+               pelvis=pelvis, pelvis_rate=pel_rate)  # fmt: skip
+    out = {}
     if "segment_angles" in outputs:
         out["segment_angles"] = theta
     if terms or "force" in outputs:
@@ -241,7 +252,7 @@ def _chunk_pipeline(pts, force, cop, mz, seg, pelvis, ragged, resample, gravity,
     if "cop" in outputs:
         out["cop"] = cop_out
     out.update(lengths=lengths, mass=mass, inertia=inertia, com=com)
-    return out
+    return dyn, out
 
 
 #: N: below this vertical force the "cop" output of analyze is held (the centre of
