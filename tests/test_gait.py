@@ -1028,8 +1028,8 @@ def test_ragged_trials_one_compiled_call_each_as_alone(running, monkeypatch):
     # cut-off: seconds each), and each trial's every output and term as the trial
     # alone (float64 rounding, amplified by second differences)
     traces = []
-    inner = _pipeline._chunk_pipeline
-    monkeypatch.setattr(_pipeline, "_chunk_pipeline", lambda *a, **k: traces.append(1) or inner(*a, **k))
+    inner = _pipeline._chunk_filtered
+    monkeypatch.setattr(_pipeline, "_chunk_filtered", lambda *a, **k: traces.append(1) or inner(*a, **k))
     _pipeline._jitted.cache_clear()
     lens = (121, 100, 90, 64)
     trials = _ragged_trials(running, lens)

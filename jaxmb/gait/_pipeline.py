@@ -96,8 +96,9 @@ def _group_pipeline(pts, force, cop, mz, resample, seg, gravity, pelvis, ragged=
                     force_cutoff, order, padlen, from_table, terms, outputs=OUTPUTS, chunk=_CHUNK,
                     pads=None, filter_method=_FILTER_METHOD, filter_block=_FILTER_BLOCK):  # fmt: skip
     """Equal-length trials, one jitted computation: filtering, resampling, angles,
-    lengths, derivatives, segment parameters and the dynamics, a loop over chunks of
-    ``chunk`` trials (see :func:`_chunk_pipeline`).
+    lengths, derivatives, segment parameters and the dynamics; the filter in a loop
+    over chunks of ``chunk`` trials (:func:`_chunk_filtered`), the rest after it
+    (:func:`_kinematics`, :func:`jaxmb.gait._dynamics._dynamics`).
 
     pts: (hip, knee, ankle, toe) joint centres (B, T, 2) each; force (B, Tf, 2); cop
     (B, Tf) (x on the ground) or (B, Tf, 2); mz (B, Tf) or None; resample: None or
@@ -112,50 +113,52 @@ def _group_pipeline(pts, force, cop, mz, resample, seg, gravity, pelvis, ragged=
     (i0, i1, w) (B, T) or None); ``pads`` the largest padlens (static); ``cutoff``,
     ``force_cutoff``, ``padlen`` and ``resample`` are then unused. ``filter_method``,
     ``filter_block``: the filter's ``method`` and ``block`` (:func:`jaxmb.signal.sosfiltfilt_jax`)."""
-    static = dict(rate=rate, force_rate=force_rate, cutoff=cutoff, force_cutoff=force_cutoff, order=order,
-                  padlen=padlen, from_table=from_table, terms=terms, outputs=outputs, pads=pads,
-                  filter_method=filter_method, filter_block=filter_block)  # fmt: skip
     B = force.shape[0]
     b = _chunk_size(B, chunk)
     n = -(-B // b)
+    shared = (None, None)
     if ragged is not None:  # a filter shared by every trial is not split into chunks
         nk, nf, kfilt, ffilt, res = ragged
         shared = tuple(None if f is None or f[0][0].ndim == 3 else f[0] for f in (kfilt, ffilt))
         kfilt, ffilt = (f if f is None or sh is None else (None, f[1]) for f, sh in zip((kfilt, ffilt), shared))
         ragged = (nk, nf, kfilt, ffilt, res)
-        static["shared"] = shared
-    args = (pts, force, cop, mz, seg, pelvis, ragged)
+    args = (pts, force, cop, mz, pelvis, ragged)
+    # The loop over chunks of a few trials filters (its intermediates stay in the
+    # cache); the angles, derivatives, segment parameters and dynamics run after it on
+    # the whole step's trials: inside the loop, fusions that read sliced inputs and
+    # write stacked outputs fell back from XLA:CPU's fast emitters (the dynamics alone
+    # took twice as long there: docs/performance.md, "The gait pipeline's kernel").
+    filt = dict(rate=rate, force_rate=force_rate, cutoff=cutoff, force_cutoff=force_cutoff, order=order,
+                padlen=padlen, pads=pads, shared=shared, filter_method=filter_method,
+                filter_block=filter_block)  # fmt: skip
     if n * b != B:  # pad the batch with copies of the first trial
         args = jax.tree_util.tree_map(lambda x: jnp.concatenate([x, jnp.repeat(x[:1], n * b - B, 0)]), args)
-    # The loop over chunks filters, differentiates and takes the angles and the
-    # segment parameters; the dynamics run after it on the whole step's trials: inside
-    # the loop, its fusions that read sliced inputs and write stacked outputs fell back
-    # from XLA:CPU's fast emitters (docs/performance.md, "The gait pipeline's kernel").
     if n == 1:
-        dyn, out = _chunk_pipeline(*args, resample, gravity, **static)
+        filtered = _chunk_filtered(*args, **filt)
     else:
         args = jax.tree_util.tree_map(lambda x: x.reshape((n, b) + x.shape[1:]), args)
-        dyn, out = jax.lax.map(lambda a: _chunk_pipeline(*a, resample, gravity, **static), args)
-        dyn, out = jax.tree_util.tree_map(lambda x: x.reshape((n * b,) + x.shape[2:]), (dyn, out))
+        filtered = jax.lax.map(lambda a: _chunk_filtered(*a, **filt), args)
+        filtered = jax.tree_util.tree_map(lambda x: x.reshape((n * b,) + x.shape[2:]), filtered)
     if n * b != B:
-        dyn, out = jax.tree_util.tree_map(lambda x: x[:B], (dyn, out))
+        filtered = jax.tree_util.tree_map(lambda x: x[:B], filtered)
+    dyn, out = _kinematics(*filtered, seg, ragged, resample, rate=rate, from_table=from_table, terms=terms,
+                           outputs=outputs)  # fmt: skip
     params = (dyn.pop("lengths"), dyn.pop("com"), dyn.pop("mass"), dyn.pop("inertia"), gravity)
-    out.update(_dynamics(params, **dyn, terms=static["terms"], outputs=static["outputs"]))
+    out.update(_dynamics(params, **dyn, terms=terms, outputs=outputs))
     return out
 
 
-def _chunk_pipeline(pts, force, cop, mz, seg, pelvis, ragged, resample, gravity, *, rate, force_rate, cutoff,
-                    force_cutoff, order, padlen, from_table, terms, outputs=OUTPUTS, pads=None,
-                    shared=(None, None), filter_method=_FILTER_METHOD, filter_block=_FILTER_BLOCK):  # fmt: skip
-    """:func:`_group_pipeline` on one chunk of trials up to the dynamics (the same
+def _chunk_filtered(pts, force, cop, mz, pelvis, ragged, *, rate, force_rate, cutoff, force_cutoff, order, padlen,
+                    pads=None, shared=(None, None), filter_method=_FILTER_METHOD, filter_block=_FILTER_BLOCK):  # fmt: skip
+    """The filtering stage of :func:`_group_pipeline` on one chunk of trials (the same
     arguments; ``shared``: the kinematics' and the force's filter matrices where every
-    trial has the same, else None and the matrices are in ``ragged``): (the keyword
-    arguments of :func:`_dynamics` but ``params``, with the segment parameters
-    ``lengths``, ``com``, ``mass``, ``inertia`` instead; the outputs that are not
-    the dynamics')."""
-    valid = None
+    trial has the same, else None and the matrices are in ``ragged``): (joint centres
+    (B, T, 4, 2), force channels (B, Tf, 3 or 4): Fx, Fy, the moment about ``ref``
+    and the centre of pressure's height where given, free moment (B, Tf) or None,
+    pelvis (B, T) or None, ref (B, 2)), filtered, the samples past a ragged trial's
+    end zero before filtering."""
     if ragged is not None:
-        nk, nf, kfilt, ffilt, resample = ragged
+        nk, nf, kfilt, ffilt, _ = ragged
         valid = jnp.arange(pts[0].shape[1])[None] < nk[:, None]  # (B, T)
         fvalid = jnp.arange(force.shape[1])[None] < nf[:, None]  # (B, Tf)
 
@@ -201,6 +204,20 @@ def _chunk_pipeline(pts, force, cop, mz, seg, pelvis, ragged, resample, gravity,
     if pelvis is not None:
         kin, pelvis = kin[..., :8], kin[..., 8]
     kin = kin.reshape(B, T, 4, 2)
+    return kin, frc, mz, pelvis, ref
+
+
+def _kinematics(kin, frc, mz, pelvis, ref, seg, ragged, resample, *, rate, from_table, terms, outputs):
+    """The stage of :func:`_group_pipeline` after the filter, on the step's trials:
+    the force resampled to the kinematics, the centre of pressure, segment angles and
+    lengths, derivatives and segment parameters (the arguments: :func:`_chunk_filtered`'s
+    results, then :func:`_group_pipeline`'s). Returns (the keyword arguments of
+    :func:`_dynamics` but ``params``, with the segment parameters ``lengths``,
+    ``com``, ``mass``, ``inertia`` instead; the outputs that are not the dynamics')."""
+    valid = None
+    if ragged is not None:
+        nk, _, _, _, resample = ragged
+        valid = jnp.arange(kin.shape[1])[None] < nk[:, None]  # (B, T)
     if resample is not None:
         i0, i1, w = resample
         if ragged is None:  # one (T,) resampling for the group
