@@ -25,8 +25,9 @@ def _dense(model, q, qd, tau, loads):
 
 # by default every n (the public function's three forms: fused, cut 1, cut 3) for the
 # richest configuration and the longest for the simplest one; the rest with --slow
-_DEFAULT_ABA = {("tree-floating-absolute", 1), ("tree-floating-absolute", 6), ("tree-floating-absolute", 12),
-                ("chain-fixed-relative", 12)}  # fmt: skip
+# (tree-floating-absolute-12 is slow: n = 12's form is covered by chain-fixed-relative-12,
+# the richest configuration by tree-floating-absolute-1 and -6)
+_DEFAULT_ABA = {("tree-floating-absolute", 1), ("tree-floating-absolute", 6), ("chain-fixed-relative", 12)}
 
 
 @pytest.mark.parametrize("tree,base,coordinates,n", [
@@ -82,12 +83,17 @@ def _forward_case(seed, n, tree, base, coordinates, samples):
     return model, q, qd, jnp.asarray(5.0 * rng.standard_normal(q.shape)), loads, rng
 
 
-@pytest.mark.parametrize("gradient", ["adjoint", "autodiff"])
-@pytest.mark.parametrize("tree,base,coordinates", [
-    pytest.param(*p.values, id=p.id, marks=() if p.id == "tree-floating-absolute" else pytest.mark.slow)
-    for p in CONFIG_PARAMS
-])  # the richest configuration by default (each compiles five derivatives), all with --slow
+@pytest.mark.parametrize("tree,base,coordinates,gradient", [
+    pytest.param(*p.values, g, id=f"{p.id}-{g}",
+                 marks=() if (p.id, g) == ("tree-floating-absolute", "adjoint") else pytest.mark.slow)
+    for p in CONFIG_PARAMS for g in ("adjoint", "autodiff")
+])  # fmt: skip
 def test_forward_dynamics_model_derivatives(tree, base, coordinates, gradient):
+    # By default the richest configuration with gradient="adjoint" (each compiles five
+    # derivatives); the rest with --slow. "autodiff"'s forward mode and second orders
+    # are covered by default in test_forward_dynamics_state_derivatives[autodiff],
+    # its model-parameter gradient in test_forward_dynamics_gradient_of_every_model_parameter
+    # and its agreement with the adjoint in test_forward_dynamics_adjoint_equals_autodiff.
     # "autodiff": the model's term of d qdd goes through a custom_linear_solve whose
     # transpose is the parameter adjoint (rules._params_tangent); "adjoint": a custom_vjp
     # calls the parameter adjoint itself (rules._forward_vjp). Reverse mode, forward mode
@@ -156,7 +162,13 @@ def test_forward_dynamics_gradient_of_every_model_parameter(gradient):
     assert checked >= 5  # lengths or attachments, com, mass, inertia, gravity
 
 
-@pytest.mark.parametrize("gradient", ["adjoint", "autodiff"])
+@pytest.mark.parametrize("gradient", [
+    # the adjoint's state derivatives with --slow: by default its reverse and second
+    # orders are checked in test_forward_dynamics_model_derivatives[...-adjoint] and its
+    # state cotangents against autodiff's in test_forward_dynamics_adjoint_equals_autodiff
+    pytest.param("adjoint", marks=pytest.mark.slow),
+    "autodiff",
+])
 def test_forward_dynamics_state_derivatives(gradient):
     # "autodiff": the state's term of d qdd (q, qd, loads) goes through a
     # custom_linear_solve (rules._tangent_split): forward mode by the unrolled kernel's

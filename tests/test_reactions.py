@@ -12,7 +12,8 @@ import numpy as np
 import pytest
 
 import jaxmb
-from random_models import CONFIG_IDS, CONFIGS, PAIR_CONFIG_PARAMS, config_fixture_params, random_case, random_state
+from random_models import (CONFIG_IDS, CONFIGS, PAIR_CONFIG_PARAMS, PAIR_CONFIGS, config_fixture_params, random_case,
+                           random_state)
 
 # Reactions are O(10-1e3) N; two float64 evaluations by different operation orders
 # agree to a few hundred ulp of the largest term.
@@ -30,7 +31,10 @@ def _case(seed, tree, base, coordinates, n=N_SEGMENTS):
     return random_case(seed, tree, base, coordinates, n)
 
 
-@pytest.fixture(params=config_fixture_params(indexed=True))
+# the default pair covers each value of each factor (a fixed chain in relative angles,
+# a floating tree in absolute angles); the third core configuration (a floating chain
+# in relative angles, 13 s of compiling) and the rest with --slow
+@pytest.fixture(params=config_fixture_params(indexed=True, default=PAIR_CONFIGS))
 def case(request):
     k, (tree, base, coordinates) = request.param
     return _case(200 + k, tree, base, coordinates)
