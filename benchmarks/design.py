@@ -77,6 +77,10 @@ its internal (dof, B) layout).
    limit of 2^50 rad, cost 5 % of the float64 inverse dynamics in two runs):
    the function alone on 4e6 angles, and ``jax.jit`` of the 3-chain's inverse and
    forward dynamics at 1e6 samples, float64 and float32, alternated, 15 rounds.
+15. ``fd_wakeup``: forward dynamics of the 3-chain at 1e3 samples, a jaxmb direct
+   call against ``pin.abaInParallel`` alternated with pauses of 0, 0.02 (the
+   benchmarks' ``alternate``) and 0.5 s before each contender, and jaxmb alone:
+   at this size both sides' times depend on how long their threads have slept.
 
 Run: ``python -m benchmarks.design [--quick] [--only gradient_parts,gradient_compile_parts]``
 (about 5 minutes, and about 1 more for sections 8 and 9: 40 s for section 8 at 20:58
@@ -594,6 +598,61 @@ def _sincos_unguarded(x):
     return jnp.where(((kq + 1) & 2) == 2, -c, c), jnp.where((kq & 2) == 2, -s, s)
 
 
+def fd_wakeup(log=print, rounds: int = 15) -> list:
+    """Forward dynamics of the 3-chain at 1e3 samples, a jaxmb direct call against
+    ``pin.abaInParallel`` (2 threads), alternated with three pauses before each
+    contender (0, the benchmarks' 0.02 s, 0.5 s), and jaxmb alone: at this size both
+    sides' times depend on how long their worker threads have slept."""
+    import time
+
+    import jax
+    import numpy as np
+
+    import jaxmb
+
+    from .baselines import PinocchioBaseline, optional
+
+    model = common.chain_model(3)
+    B = 1000
+    q, qd, qdd = common.states(model, B, seed=7)
+    tau = np.asarray(jaxmb.inverse_dynamics(model, q, qd, qdd))
+    xs = tuple(jax.device_put(x) for x in (q, qd, tau))
+    pb = optional(PinocchioBaseline, model, threads=2, log=log)
+    if pb is None:
+        return []
+    fq = [np.asfortranarray(x.T) for x in (q, qd, tau)]  # timing only: the angles as they are
+    out = np.zeros((model.dof, B), order="F")
+
+    def jx():
+        return common.block(jaxmb.forward_dynamics(model, *xs))
+
+    def pin():
+        return pb.forward_parallel(*fq, out)
+
+    def timed(fn, inner=10):
+        t0 = time.perf_counter()
+        for _ in range(inner):
+            fn()
+        return (time.perf_counter() - t0) / inner
+
+    jx(), pin()
+    rows = []
+    for pause in (0.0, 0.02, 0.5):
+        js, ps = [], []
+        for _ in range(rounds):
+            time.sleep(pause)
+            ps.append(timed(pin))
+            time.sleep(pause)
+            js.append(timed(jx))
+        j, p = float(np.median(js)), float(np.median(ps))
+        rows.append({"pause_s": pause, "jaxmb_ms": 1e3 * j, "pinocchio_parallel_ms": 1e3 * p, "ratio": p / j})
+        log(f"fd_wakeup: pause {pause} s: jaxmb {1e3 * j:.3f} ms, abaInParallel {1e3 * p:.3f} ms, ratio {p / j:.2f}")
+    alone = float(np.median([timed(jx) for _ in range(rounds)]))
+    rows.append({"pause_s": None, "jaxmb_alone_ms": 1e3 * alone})
+    log(f"fd_wakeup: jaxmb alone, back to back {1e3 * alone:.3f} ms")
+    return rows
+
+
 def sincos_guard(log=print, rounds: int = 15) -> list:
     """Section 14: the range guard's cost, the function alone and in the kernels."""
     import jax
@@ -639,7 +698,7 @@ def sincos_guard(log=print, rounds: int = 15) -> list:
 
 SECTIONS = ("reductions", "adjoint_size", "solvers", "assembly", "in_loop", "gait_filter", "gait_padlen", "gait_parts",
             "gradient_parts", "gradient_compile_parts", "reverse_form", "adjoint_reduction",
-            "kernel_crossover", "compile_backend", "sincos_guard")  # fmt: skip
+            "kernel_crossover", "compile_backend", "sincos_guard", "fd_wakeup")  # fmt: skip
 
 # One child process of compile_backend: the gradients w.r.t. the model of the human's
 # inverse dynamics, forward dynamics and a 10-step simulate (B = 1e3, per-sample
@@ -823,6 +882,7 @@ def main(argv=None):
         "kernel_crossover": kernel_crossover,
         "compile_backend": compile_backend,
         "sincos_guard": sincos_guard,
+        "fd_wakeup": fd_wakeup,
     }
     for name in SECTIONS:
         if only is None or name in only:
