@@ -193,3 +193,46 @@ def test_out_interrupted_between_steps_leaves_no_file(trials, monkeypatch, tmp_p
     with pytest.raises(KeyboardInterrupt):
         gait.analyze(**pts, force=force, cop=cop, **kw, outputs="moments", out=folder)
     assert len(calls) == 3 and list(folder.iterdir()) == []
+
+
+def test_dropped_results_memory_is_reused_and_never_shared(trials, steps):
+    """analyze's per-sample result arrays lie over maps that come back for the next
+    call only when no array or view over them is left: the next result takes the
+    same pages (no fresh page faults) with the same values, and a view kept from an
+    earlier result keeps its map (and its values) out of reach."""
+    pts, force, cop, kw = trials
+    outs = ("moments", "reactions")
+    _steps.release_memory()
+    first = gait.analyze(**pts, force=force, cop=cop, **kw, outputs=outs)
+    ref = {k: getattr(first, k).copy() for k in outs}
+    where = first.moments.ctypes.data
+    kept = first.reactions[3]  # a view: the reactions' map stays with it
+    kept_ref = kept.copy()
+    del first
+    again = gait.analyze(**pts, force=force, cop=cop, **kw, outputs=outs)
+    assert again.moments.ctypes.data == where  # the dropped moments' map, reused
+    assert not np.shares_memory(again.reactions, kept)
+    for k in outs:
+        np.testing.assert_array_equal(getattr(again, k), ref[k])
+    np.testing.assert_array_equal(kept, kept_ref)
+    # what is kept: the dropped arrays only, at most one result's bytes
+    del again
+    assert 0 < _steps._MEMORY.release() <= _steps._MEMORY._limit
+    assert _steps.release_memory() == 0  # nothing left
+    del kept
+    assert 0 < _steps.release_memory() <= ref["reactions"].nbytes
+
+
+def test_dropped_result_memory_kept_up_to_one_result():
+    from jaxmb.gait._steps import _ResultMemory
+
+    pool = _ResultMemory()
+    pool.call_bytes(3 * 8 * 2**20)  # a result of 3 arrays of 8 MiB
+    arrays = [pool.empty((2**20,), np.float64) for _ in range(5)]
+    for a in arrays:
+        a[:] = 1.0
+    del a
+    arrays.clear()  # five dropped: the oldest two unmapped
+    assert pool.release() == 3 * 8 * 2**20
+    b = pool.empty((3, 5), np.float32)
+    assert b.flags.c_contiguous and b.flags.writeable and b.dtype == np.float32 and b.shape == (3, 5)

@@ -34,10 +34,12 @@ from ._figures import CONVENTION_TEXT, MOMENT_POSITIVE, moments_figure, term_eff
 from ._markers import DEFAULT_MAPPING, MAPPING_HINT, check_mapping_entry
 from ._result import JOINTS, OUTPUTS, TERMS, GaitResult
 from ._sagittal import SagittalTrial, sagittal
+from ._steps import release_memory
 from ._terms import rms_errors, term_effects
 
 __all__ = [
     "analyze",
+    "release_memory",
     "Filter",
     "GaitResult",
     "running_data",

@@ -136,7 +136,10 @@ def analyze(
     result arrays allocated once: the time per trial does not grow with the batch,
     and the memory is the inputs and results plus a few MB; ``out=`` writes the
     results to memory-mapped files instead, for batches whose results do not fit
-    in memory.
+    in memory. The memory of a result that is no longer referenced (no array or
+    view of it left) is kept for the next call's result of the same shapes: fresh
+    memory costs a page fault per page, as long as the computation for a large batch.
+    At most one result's worth is kept; :func:`jaxmb.gait.release_memory` frees it.
 
     Args:
       hip, knee, ankle, toe: (..., T, 2) joint centres (x forward, y up), m; ``toe``

@@ -4,7 +4,10 @@ once (or memory-mapped ``.npy`` files in the folder ``out=``)."""
 
 from __future__ import annotations
 
+import mmap
 import os
+import threading
+import weakref
 
 import jax
 import numpy as np
@@ -33,6 +36,94 @@ def _step_trials(platform: str, frames: int, chunk: int, B: int, samples: int = 
         return B
     step = max(chunk, (samples // max(1, frames)) // chunk * chunk)
     return min(B, step)
+
+
+class _ResultMemory:
+    """The memory of analyze's per-sample result arrays, kept after the arrays are
+    dropped for the next call to reuse.
+
+    A whole result of 1,000 running trials is 1.6 GB. Fresh memory costs the kernel a
+    fault per page (and, on a virtual machine, the host a fault behind it): on the
+    2-core VM of the benchmarks 0.4-2.3 s a call, as much as the computation
+    (docs/performance.md, "Result memory"). Each array handed out here lies over an
+    anonymous memory map of its own; when the last array over a map is gone (a
+    finalizer on the array whose base is the map: every view keeps that one alive),
+    the map comes back here, its pages still mapped, and the next array of the same
+    size takes it. So a loop ``for batch in ...: r = analyze(batch)`` pays for fresh
+    pages in its first two calls only. Dropped results are kept up to the bytes of the
+    largest result handed out so far, the oldest unmapped first;
+    :func:`jaxmb.gait.release_memory` unmaps them all."""
+
+    def __init__(self):
+        self._lock = threading.Lock()
+        self._free = []  # [(nbytes, map, offset)], oldest first
+        self._limit = 0  # bytes: the largest result handed out so far (one call's arrays)
+
+    def empty(self, shape, dtype) -> np.ndarray:
+        """An uninitialised array like ``np.empty(shape, dtype)`` over a kept map of
+        its size, or a new one."""
+        dtype = np.dtype(dtype)
+        count = int(np.prod(shape, dtype=np.int64))
+        nbytes = max(1, count * dtype.itemsize)
+        with self._lock:
+            hit = next((k for k, kept in enumerate(self._free) if kept[0] == nbytes), None)
+            mm, off = self._free.pop(hit)[1:] if hit is not None else (None, 0)
+        if mm is None:
+            mm, off = _new_map(nbytes)
+        root = np.frombuffer(mm, dtype, count=count, offset=off)  # base: the map; views' base: root
+        weakref.finalize(root, self._give_back, nbytes, mm, off).atexit = False
+        return root.reshape(shape)
+
+    def call_bytes(self, nbytes: int):
+        """A call's arrays total ``nbytes``: the most that dropped ones kept may take."""
+        with self._lock:
+            self._limit = max(self._limit, int(nbytes))
+
+    def _give_back(self, nbytes: int, mm, off: int):
+        with self._lock:
+            self._free.append((nbytes, mm, off))
+            while sum(kept[0] for kept in self._free) > self._limit:
+                del self._free[0]  # unmapped once its last reference goes (here, or the array's buffer)
+
+    def release(self) -> int:
+        """Unmap every kept map; returns the bytes released."""
+        with self._lock:
+            free, self._free = self._free, []
+        return sum(kept[0] for kept in free)  # the maps are unmapped with their last reference
+
+
+_MEMORY = _ResultMemory()
+_HUGE = 2**21  # bytes: a transparent huge page (x86-64, arm64 with 4 KiB pages)
+
+
+def _new_map(nbytes: int):
+    """(an anonymous map, the offset of ``nbytes`` in it): from 4 MiB, those bytes start
+    at a huge-page boundary and are advised as huge pages, as NumPy does for its large
+    arrays (512 times fewer page faults where the system allows it)."""
+    if nbytes < 2 * _HUGE or not hasattr(mmap, "MADV_HUGEPAGE"):
+        return mmap.mmap(-1, nbytes), 0
+    mm = mmap.mmap(-1, nbytes + _HUGE)
+    off = -np.frombuffer(mm, np.uint8, count=1).ctypes.data % _HUGE  # a multiple of 4 KiB
+    try:
+        mm.madvise(mmap.MADV_HUGEPAGE, off, nbytes)
+    except OSError:  # no transparent huge pages here: 4 KiB pages
+        pass
+    return mm, off
+
+
+def release_memory() -> int:
+    """Return to the system the memory that :func:`jaxmb.gait.analyze` keeps from
+    results that are no longer used.
+
+    ``analyze`` reuses the memory of a dropped result for the next result of the same
+    shapes (fresh memory costs a page fault per 4 KiB, as long as the computation
+    itself for a large batch), and keeps at most one whole result's worth of it. Call
+    this when no more ``analyze`` calls follow and the memory is wanted elsewhere.
+
+    Returns:
+      The bytes released.
+    """
+    return _MEMORY.release()
 
 
 def _rows(x, s: int, e: int, size: int, n=None):
@@ -66,6 +157,8 @@ def _buffer(path, v: np.ndarray, B: int, T: int, nk: int, out_dir, files: dict) 
         final = os.path.join(out_dir, _file_name(path) + ".npy")
         files[final + ".partial"] = final
         a = np.lib.format.open_memmap(final + ".partial", mode="w+", dtype=v.dtype, shape=shape)
+    elif per_sample:
+        a = _MEMORY.empty(shape, v.dtype)
     else:
         a = np.empty(shape, v.dtype)
     if per_sample and nk < T:
@@ -96,6 +189,8 @@ def _run_steps(fn, args, B: int, step: int, T: int, nk: int, out_dir=None, files
                 out[path][s:e, :nk] = v[: e - s]
             else:
                 out[path][s:e] = v[: e - s]
+        if k == 0 and out_dir is None:
+            _MEMORY.call_bytes(sum(a.nbytes for a in out.values()))
     for a in out.values():
         if isinstance(a, np.memmap):
             a.flush()
