@@ -236,3 +236,21 @@ def test_dropped_result_memory_kept_up_to_one_result():
     assert pool.release() == 3 * 8 * 2**20
     b = pool.empty((3, 5), np.float32)
     assert b.flags.c_contiguous and b.flags.writeable and b.dtype == np.float32 and b.shape == (3, 5)
+
+
+def test_result_dropped_while_the_memory_is_busy_waits_for_no_lock():
+    # a finalizer runs wherever the last reference goes: in another thread, or in a
+    # garbage collection inside the pool's own critical section. It must not wait for
+    # the lock (a deadlock in the second case); the map joins the kept ones later.
+    from jaxmb.gait._steps import _ResultMemory
+
+    pool = _ResultMemory()
+    pool.call_bytes(2**20)
+    a = pool.empty((2**17,), np.float64)
+    with pool._lock:
+        del a  # the finalizer runs here, the lock held
+        assert len(pool._returned) == 1 and not pool._free
+    b = pool.empty((2**17,), np.float64)  # takes the given-back map
+    assert not pool._returned and not pool._free
+    del b
+    assert pool.release() == 2**20

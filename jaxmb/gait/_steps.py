@@ -4,6 +4,7 @@ once (or memory-mapped ``.npy`` files in the folder ``out=``)."""
 
 from __future__ import annotations
 
+import collections
 import mmap
 import os
 import threading
@@ -45,7 +46,7 @@ class _ResultMemory:
     A whole result of 1,000 running trials is 1.6 GB. Fresh memory costs the kernel a
     fault per page (and, on a virtual machine, the host a fault behind it): on the
     2-core VM of the benchmarks 0.4-2.3 s a call, as much as the computation
-    (docs/performance.md, "Result memory"). Each array handed out here lies over an
+    (docs/performance.md, "Gait pipeline"). Each array handed out here lies over an
     anonymous memory map of its own; when the last array over a map is gone (a
     finalizer on the array whose base is the map: every view keeps that one alive),
     the map comes back here, its pages still mapped, and the next array of the same
@@ -56,7 +57,8 @@ class _ResultMemory:
 
     def __init__(self):
         self._lock = threading.Lock()
-        self._free = []  # [(nbytes, map, offset)], oldest first
+        self._free = []  # [(nbytes, map, offset)], oldest first; under the lock
+        self._returned = collections.deque()  # maps given back, not yet in _free (appends are atomic)
         self._limit = 0  # bytes: the largest result handed out so far (one call's arrays)
 
     def empty(self, shape, dtype) -> np.ndarray:
@@ -66,8 +68,10 @@ class _ResultMemory:
         count = int(np.prod(shape, dtype=np.int64))
         nbytes = max(1, count * dtype.itemsize)
         with self._lock:
+            self._settle()
             hit = next((k for k, kept in enumerate(self._free) if kept[0] == nbytes), None)
             mm, off = self._free.pop(hit)[1:] if hit is not None else (None, 0)
+            self._settle()
         if mm is None:
             mm, off = _new_map(nbytes)
         root = np.frombuffer(mm, dtype, count=count, offset=off)  # base: the map; views' base: root
@@ -80,14 +84,27 @@ class _ResultMemory:
             self._limit = max(self._limit, int(nbytes))
 
     def _give_back(self, nbytes: int, mm, off: int):
-        with self._lock:
-            self._free.append((nbytes, mm, off))
-            while sum(kept[0] for kept in self._free) > self._limit:
-                del self._free[0]  # unmapped once its last reference goes (here, or the array's buffer)
+        # a finalizer: it may run in any thread, or in this one while the lock is held
+        # (a garbage collection inside empty()); so it never waits for the lock
+        self._returned.append((nbytes, mm, off))
+        if self._lock.acquire(blocking=False):
+            try:
+                self._settle()
+            finally:
+                self._lock.release()
+
+    def _settle(self):
+        """Under the lock: the maps given back join the kept ones, the oldest dropped
+        beyond the limit (unmapped once their last reference goes, the array's buffer)."""
+        while self._returned:
+            self._free.append(self._returned.popleft())
+        while self._free and sum(kept[0] for kept in self._free) > self._limit:
+            del self._free[0]
 
     def release(self) -> int:
         """Unmap every kept map; returns the bytes released."""
         with self._lock:
+            self._settle()
             free, self._free = self._free, []
         return sum(kept[0] for kept in free)  # the maps are unmapped with their last reference
 
