@@ -4,7 +4,8 @@
 fixed/floating x relative/absolute configuration, every MuJoCo twin) on a subset that
 covers each value of each factor; ``python -m pytest -q --slow`` (or ``JAXMB_SLOW=1``)
 adds the rest of the matrix. Each compile of the batched kernels for a new model
-topology costs a second or so, and the whole matrix takes about 20 minutes on 2 cores.
+topology costs a second or so; the rest of the matrix alone took 5 minutes on 2 cores
+(docs/verification.md).
 """
 
 import os
@@ -57,7 +58,7 @@ def _enable_cache(path: str):
 
 def pytest_addoption(parser):
     parser.addoption("--slow", action="store_true", default=False,
-                     help="also run the rest of the combinatorial matrix (about 20 min on 2 cores)")  # fmt: skip
+                     help="also run the rest of the combinatorial matrix (about 5 min more on 2 cores)")  # fmt: skip
 
 
 def pytest_configure(config):
