@@ -18,7 +18,7 @@ import tempfile
 # elemental emitters instead of its newer fusion emitters, and LLVM's optimisation
 # level 0: the same HLO programs (every XLA pass before code generation is the same),
 # the same IEEE operations, compiled in about a third of the time; the whole default
-# run took 1,708 s with XLA's defaults and 529-698 s so (docs/verification.md). The compiled
+# run took 1,708 s with XLA's defaults and 529-875 s so (docs/verification.md). The compiled
 # code runs slower, which the suite's small problems do not feel. What changes: XLA
 # lets LLVM fuse a multiply and an add into one FMA, and these flags together form
 # none, so results differ from the defaults' by rounding, and two programs that agree
