@@ -17,14 +17,13 @@ import tempfile
 # The suite is bound by XLA compilation. XLA:CPU compiles here with its classic
 # elemental emitters instead of its newer fusion emitters, and LLVM's optimisation
 # level 0: the same HLO programs (every XLA pass before code generation is the same),
-# the same IEEE operations, compiled in about a third of the time; the whole default
-# run took 1,708 s with XLA's defaults and 529-875 s so (docs/verification.md). The compiled
-# code runs slower, which the suite's small problems do not feel. What changes: XLA
-# lets LLVM fuse a multiply and an add into one FMA, and these flags together form
-# none, so results differ from the defaults' by rounding, and two programs that agree
-# to the bit under the defaults may not here. A test whose tolerance is at that
-# rounding is marked
-# ``xla_defaults`` and runs in a child process under XLA's defaults.
+# compiled in about a third of the time; the whole default run took 1,708 s with XLA's
+# defaults and 529-875 s so (docs/verification.md). The compiled code runs slower,
+# which the suite's small problems do not feel. What changes besides: XLA lets LLVM
+# fuse a multiply and an add into one FMA, and these flags together form none, so
+# results differ from the defaults' by rounding, and two programs that agree to the
+# bit under the defaults may not here. A test whose tolerance is at that rounding is
+# marked ``xla_defaults`` and runs in a child process under XLA's defaults.
 # JAXMB_TEST_XLA_DEFAULTS=1 runs the whole suite under XLA's defaults (and a choice of
 # either flag in XLA_FLAGS is kept). Set before JAX's CPU backend starts.
 _DEFAULTS_ENV = "JAXMB_TEST_XLA_DEFAULTS"
