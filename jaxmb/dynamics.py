@@ -41,7 +41,7 @@ import numpy as np
 from . import _engine
 from ._checks import _float_dtype, check_array, check_batch, check_loads, check_model, check_vector, prepare
 from ._engine.frames import frames, rot, second_jvp
-from .kinematics import batched_states, over_leading, pose
+from .kinematics import batched_states, compiled_call, is_concrete, over_leading, pose
 from .model import Model, Segment, replace_unchecked
 
 __all__ = [
@@ -558,10 +558,19 @@ def point_load(model: Model, q, segment: Segment, point, force, moment=0.0, *, f
     if np.ndim(force) < 1 or np.shape(force)[-1] != 2:
         raise ValueError(f"force must have shape (2,) or (..., 2) (Fx, Fy in N), got {tuple(np.shape(force))}")
     dtype = _float_dtype(q)  # q sets the dtype: tuples must not promote float32
-    model = model.astype(dtype)
+    arrays = {"model": model, "q": q, "point": point, "force": force, "moment": moment}
+    static = (("i", i), ("frame", frame), ("dtype", np.dtype(dtype)))
+    if is_concrete(arrays):  # a direct call: one compiled program (checked above)
+        return compiled_call(_point_loads, static, arrays)
+    return _point_loads({**arrays, **dict(static)})
+
+
+def _point_loads(a):
+    """:func:`point_load` of checked inputs over their broadcast leading shape."""
+    model, i, frame, dtype = a["model"].astype(a["dtype"]), a["i"], a["frame"], a["dtype"]
     return over_leading(
         lambda q_, p_, f_, m_: _point_load(model, i, q_, p_, f_, m_, frame, dtype),
-        (q, point, force, moment), (1, 1, 1, 0), ("q", "point", "force", "moment"),
+        (a["q"], a["point"], a["force"], a["moment"]), (1, 1, 1, 0), ("q", "point", "force", "moment"),
     )  # fmt: skip
 
 

@@ -27,7 +27,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from ._checks import _as_array, _float_dtype, check_array, check_batch, check_vector, prepare
+from ._checks import _as_array, _float_dtype, check_array, check_batch, check_model, check_vector, prepare
+from ._math import precise_jit
 from ._engine.frames import angles, frames, rot, second_jvp, split
 from .model import Model, Segment, ancestor_matrix
 
@@ -90,30 +91,72 @@ def over_leading(fn, arrays, core_ndims, names):
     return jax.tree_util.tree_map(lambda y: y.reshape(lead + y.shape[1:]), out)
 
 
-def batched_states(*names):
+def is_concrete(arguments) -> bool:
+    """Whether no argument holds a tracer (a direct call, not one under a caller's
+    ``jax.jit``, ``grad`` or ``vmap``)."""
+    return not any(isinstance(leaf, jax.core.Tracer) for leaf in jax.tree_util.tree_leaves(arguments))
+
+
+@functools.partial(precise_jit, static_argnums=(0, 1))
+def compiled_call(evaluate, static, dynamic):
+    """``evaluate`` of the arguments, compiled once per function, static arguments,
+    model topology, shapes and dtypes (the direct call's path)."""
+    return evaluate({**dynamic, **dict(static)})
+
+
+def batched_states(*names, static=("segment",)):
     """Let a single-sample function of ``model`` and state vectors ``names`` (each
     (dof,)) take (..., dof) as well: the inputs are checked on their full shapes (and
     values, when concrete) and the function is vmapped over the broadcast leading
-    shape; its other arguments are shared by every sample."""
+    shape; its other arguments are shared by every sample.
+
+    A direct call (no tracer among the arguments) runs compiled: the inputs are
+    checked here on their values, then one cached ``jax.jit`` program evaluates the
+    function (``static`` arguments, such as a segment's name, are part of its key;
+    other array arguments are checked and passed as arrays). Op by op, ``pose`` of
+    1,000 samples of the seven-segment human took 35 ms a call, as many dispatches as
+    the map has operations; compiled it is one. Under a caller's transformation the
+    function is traced as it stands."""
 
     def deco(fn):
         sig = inspect.signature(fn)
 
-        @functools.wraps(fn)
-        def wrapper(*args, **kwargs):
-            bound = sig.bind(*args, **kwargs)
-            xs = [_as_array(bound.arguments[nm], nm) if nm in bound.arguments else None for nm in names]
+        def evaluate(arguments):
+            xs = [_as_array(arguments[nm], nm) if nm in arguments else None for nm in names]
             if all(x is None or np.ndim(x) <= 1 for x in xs):
-                return fn(*args, **kwargs)  # one sample: the function checks it
-            model = bound.arguments["model"]
+                return fn(**arguments)  # one sample: the function checks it
+            model = arguments["model"]
             given = [nm for nm, x in zip(names, xs) if x is not None]
-            xs = [check_batch(model, bound.arguments[nm], nm) for nm in given]
+            xs = [check_batch(model, arguments[nm], nm) for nm in given]
 
             def one(*sample):
-                arguments = dict(bound.arguments, **dict(zip(given, sample)))
-                return fn(**arguments)
+                return fn(**dict(arguments, **dict(zip(given, sample))))
 
             return over_leading(one, xs, (1,) * len(xs), given)
+
+        @functools.wraps(fn)
+        def wrapper(*args, **kwargs):
+            arguments = sig.bind(*args, **kwargs).arguments
+            if not is_concrete(arguments):
+                return evaluate(arguments)
+            check_model(arguments["model"])
+            fixed, dynamic = [], {}
+            for nm, value in arguments.items():
+                if nm in static or value is None:
+                    fixed.append((nm, value))
+                elif nm in names:
+                    x = _as_array(value, nm)
+                    dynamic[nm] = check_batch(arguments["model"], x, nm) if np.ndim(x) > 1 else check_vector(
+                        arguments["model"], x, nm)
+                elif nm == "model":
+                    dynamic[nm] = value
+                else:
+                    dynamic[nm] = check_array(value, nm)
+            try:
+                hash(tuple(fixed))
+            except TypeError:  # an unhashable segment: the function's own check names it
+                return evaluate(arguments)
+            return compiled_call(evaluate, tuple(fixed), dynamic)
 
         return wrapper
 
