@@ -103,26 +103,35 @@ def test_forward_dynamics_model_derivatives(tree, base, coordinates, gradient):
 
     model, q, qd, tau, loads, _ = _forward_case(61, 3, tree, base, coordinates, 3)
 
-    @jax.jit
-    def f(mass, gravity):
+    def loss(mass, gravity):
         m = model.replace(mass=mass, gravity=gravity)
         return jnp.sum(jnp.sin(jaxmb.forward_dynamics(m, q, qd, tau, loads, gradient=gradient)))
 
-    mass, g, eps = model.mass, model.gravity, 1e-6
-    dm, dg = jax.grad(f, argnums=(0, 1))(mass, g)
+    # one compiled program (value and gradient in mass and gravity) serves the central
+    # differences of the value and of the gradient and the first orders: a jitted
+    # value, an eager grad of it and a jitted mass gradient compiled four programs
+    value_and_grad = jax.jit(jax.value_and_grad(loss, argnums=(0, 1)))
+    f = lambda m, g: value_and_grad(m, g)[0]  # noqa: E731
+    mass, g, eps = np.asarray(model.mass), np.asarray(model.gravity), 1e-6  # NumPy: no eager jnp steps
+    dm, dg = value_and_grad(mass, g)[1]
     e = np.eye(len(mass))
     fd = np.array([(f(mass + eps * e[i], g) - f(mass - eps * e[i], g)) / (2 * eps) for i in range(len(mass))])
     np.testing.assert_allclose(dm, fd, rtol=1e-6, atol=1e-7 * np.abs(fd).max())
     np.testing.assert_allclose(dg, (f(mass, g + eps) - f(mass, g - eps)) / (2 * eps), rtol=1e-6)
     if gradient == "autodiff":
-        t = jax.jvp(lambda m: f(m, g), (mass,), (jnp.ones_like(mass),))[1]
+        t = jax.jit(lambda m: jax.jvp(lambda m: loss(m, g), (m,), (jnp.ones_like(m),))[1])(mass)
         np.testing.assert_allclose(t, fd.sum(), rtol=1e-6, atol=1e-7 * np.abs(fd).max())
     else:
         with pytest.raises(TypeError, match="forward-mode"):
-            jax.jvp(lambda m: f(m, g), (mass,), (jnp.ones_like(mass),))
-    grad = jax.jit(jax.grad(lambda m: f(m, g)))
-    H_fd = np.stack([(grad(mass + eps * e[i]) - grad(mass - eps * e[i])) / (2 * eps) for i in range(len(mass))])
-    for H in (jax.jacfwd(grad)(mass), jax.jacrev(grad)(mass)):
+            jax.jvp(lambda m: loss(m, g), (mass,), (jnp.ones_like(mass),))
+    grad = lambda m: value_and_grad(m, g)[1][0]  # noqa: E731
+    H_fd = np.stack([(np.asarray(grad(mass + eps * e[i])) - np.asarray(grad(mass - eps * e[i]))) / (2 * eps)
+                     for i in range(len(mass))])  # fmt: skip
+    # the second orders of a jitted mass gradient (never called itself, so never
+    # compiled): those of the value-and-gradient program compiled for twice as long,
+    # and jit(jacfwd) and jit(jacrev) longer than these (measured under load)
+    grad_mass = jax.jit(jax.grad(lambda m: loss(m, g)))
+    for H in (jax.jacfwd(grad_mass)(mass), jax.jacrev(grad_mass)(mass)):
         np.testing.assert_allclose(H, H_fd, rtol=1e-5, atol=1e-6 * np.abs(H_fd).max())
 
 
@@ -137,12 +146,15 @@ def test_forward_dynamics_gradient_of_every_model_parameter(gradient):
 
     model, q, qd, tau, loads, rng = _forward_case(63, 4, True, "floating", "relative", 3)
 
-    @jax.jit
-    def f(m):
+    def loss(m):
         return jnp.sum(jnp.sin(jaxmb.forward_dynamics(m, q, qd, tau, loads, gradient=gradient)))
 
+    # one compiled program for the value (the central differences) and the gradient
+    # (a jitted value and an eager grad of it compiled three)
+    value_and_grad = jax.jit(jax.value_and_grad(loss))
+    f = lambda m: value_and_grad(m)[0]  # noqa: E731
     leaves, tree = jax.tree_util.tree_flatten(model)
-    grads = jax.tree_util.tree_leaves(jax.grad(f)(model))
+    grads = jax.tree_util.tree_leaves(value_and_grad(model)[1])
     assert len(grads) == len(leaves)
     checked = 0
     for k, (leaf, g) in enumerate(zip(leaves, grads)):
@@ -181,42 +193,48 @@ def test_forward_dynamics_state_derivatives(gradient):
     model, q, qd, tau, loads, rng = _forward_case(62, 3, True, "floating", "absolute", 2)
     assert layout._plan(model, "auto", None, 2)[0] == "unrolled"  # the split applies
 
-    @jax.jit
-    def f(q, qd, loads):
+    def loss(q, qd, loads):
         return jnp.sum(jnp.sin(jaxmb.forward_dynamics(model, q, qd, tau, loads, gradient=gradient)))
 
+    # one compiled program for the value (the central differences) and the gradients
+    # (first and, differentiated by central differences, second order)
+    value_and_grad = jax.jit(jax.value_and_grad(loss, argnums=(0, 1, 2)))
+    f = lambda *a: value_and_grad(*a)[0]  # noqa: E731
+    grad_all = lambda *a: value_and_grad(*a)[1]  # noqa: E731
     eps = 1e-6
-    args = (q, qd, loads)
-    grads = jax.jit(jax.grad(f, argnums=(0, 1, 2)))(*args)
-    dirs = [jnp.asarray(rng.standard_normal(a.shape)) for a in args]
+    args = tuple(np.asarray(a) for a in (q, qd, loads))  # NumPy: no eager jnp steps
+    grads = grad_all(*args)
+    dirs = [rng.standard_normal(a.shape) for a in args]
     # forward mode along a random direction in every input at once, and reverse mode
     # dotted with it, against a central difference
     cd = (f(*[a + eps * d for a, d in zip(args, dirs)]) - f(*[a - eps * d for a, d in zip(args, dirs)])) / (2 * eps)
     if gradient == "autodiff":
-        t = jax.jit(lambda *d: jax.jvp(f, args, d)[1])(*dirs)
+        t = jax.jit(lambda *d: jax.jvp(loss, args, d)[1])(*dirs)
         np.testing.assert_allclose(t, cd, rtol=1e-6)
-    rev = sum(float(jnp.sum(g * d)) for g, d in zip(grads, dirs))
+    rev = sum(float(np.sum(np.asarray(g) * d)) for g, d in zip(grads, dirs))
     np.testing.assert_allclose(rev, cd, rtol=1e-6)
     # second order in q: forward over reverse (differentiates the reverse mode's
     # custom_linear_solve through its matvec)
-    grad_q = jax.jit(jax.grad(f))
-    flat = q.ravel()
+    grad_q = lambda *a: np.asarray(grad_all(*a)[0])  # noqa: E731  (the compiled gradient above, not another)
+    flat = args[0].ravel()
     e = np.eye(flat.size)
     H_fd = np.stack([(grad_q((flat + eps * e[i]).reshape(q.shape), qd, loads)
                       - grad_q((flat - eps * e[i]).reshape(q.shape), qd, loads)).ravel() / (2 * eps)
                      for i in range(flat.size)])  # fmt: skip
-    g_flat = lambda x: grad_q(x.reshape(q.shape), qd, loads).ravel()  # noqa: E731
+    g_flat = lambda x: grad_all(x.reshape(q.shape), qd, loads)[0].ravel()  # noqa: E731
     H = jax.jit(jax.jacfwd(g_flat))(flat)
     np.testing.assert_allclose(H, H_fd, rtol=1e-5, atol=1e-6 * np.abs(H_fd).max())
 
 
-@pytest.mark.parametrize("case", ["chain-shared", "human-chunked", "no-adjoint"])
+@pytest.mark.parametrize("case", ["chain-shared", "tree5-chunked", "no-adjoint"])
 def test_forward_dynamics_adjoint_equals_autodiff(case):
     # The custom_vjp of gradient="adjoint" (rules._forward_vjp) against the custom_jvp
     # rule of "autodiff" transposed by JAX, every input at once: the model, q, qd,
     # tau and loads, with broadcast inputs (one tau and one load shared by the
     # batch: their cotangents are sums over it), the chunked articulated-body
-    # kernel of the seven-segment human (chunks of 2, the last overlapping), and the
+    # kernel of a five-segment tree (chunks of 2, the last overlapping; beyond
+    # layout.ABA_FUSED_MAX segments: every segment's state materialised, as for the
+    # seven-segment human, whose two gradients compiled for 11 s each), and the
     # branch for models beyond Tuning.adjoint_max (JAX's reverse mode for the model
     # too), and (on that small tree) vmap of the single-sample gradient against the
     # batched one.
@@ -224,8 +242,9 @@ def test_forward_dynamics_adjoint_equals_autodiff(case):
 
     rng = np.random.default_rng(63)
     chunk = None
-    if case == "human-chunked":
-        model, chunk = jaxmb.seven_segment_human(), 2
+    if case == "tree5-chunked":
+        model, chunk = random_model(rng, 5, tree=True, base="floating", coordinates="relative"), 2
+        assert layout._aba_cut(model) == 1  # the materialised form, as the human's
     else:
         model = random_model(rng, 3, tree=True, base="floating", coordinates="absolute")
     tuning = _engine.Tuning(adjoint_max=0) if case == "no-adjoint" else _engine.TUNING
@@ -243,9 +262,9 @@ def test_forward_dynamics_adjoint_equals_autodiff(case):
         return f
 
     args = (model, q, qd, tau, loads)
-    # the human: the model and tau only (the autodiff reference of its state's
-    # cotangents compiles for 10 s; the chains cover them)
-    argnums = (0, 3) if case == "human-chunked" else tuple(range(5))
+    # the five-segment tree: the model and tau only (the autodiff reference of its
+    # state's cotangents compiles for seconds more; the small tree covers them)
+    argnums = (0, 3) if case == "tree5-chunked" else tuple(range(5))
     ga = jax.jit(jax.grad(loss("adjoint"), argnums=argnums))(*args)
     gd = jax.jit(jax.grad(loss("autodiff"), argnums=argnums))(*args)
     for a, d in zip(jax.tree_util.tree_leaves(ga), jax.tree_util.tree_leaves(gd)):

@@ -161,7 +161,7 @@ def test_batch_equals_loop_and_ragged_trials(running):
     # in which each trial is filtered and differentiated within its own frames (by
     # other arithmetic than a trial alone: second differences at 1 kHz amplify its
     # rounding to about 1e-11 of a peak)
-    lens = (601, 450, 520)
+    lens = (601, 450, 601)  # one trial padded (a second, of 520 frames, compiled one more alone)
     lists = {k: [t[k][:n] for t, n in zip(trials, lens)] for k in stacked}
     ragged = gait.analyze(**lists, rate=kw["rate"], segments=kw["segments"], gravity=G, cutoff=50.0)
     assert ragged.moments.shape == (3, 601, 3)
@@ -512,7 +512,7 @@ def test_analyze_rejects_nan_and_mismatched_shapes(running):
     kw = _decimated(running)
     kw["force"] = kw["force"].copy()
     kw["force"][kw["force"][:, 1] == 0, 1] = -21.0
-    gait.analyze(**kw, outputs=("moments",))
+    gait.analyze(**kw)  # all outputs: the program of test_pelvis_angle_is_subtracted_...'s unfiltered call
     # lists of trials with the force at 10 kHz and force_rate= forgotten: read at the
     # markers' 1 kHz before (the 0.6 s trial saw the first 60 ms of the force: errors
     # of 47 to 89 N m), as one trial alone is refused
@@ -777,8 +777,10 @@ def test_foot_loads_equal_point_load():
     frc = rng.normal(size=(50, 4)) * [200, 800, 0.3, 0.02]
     mz = rng.normal(size=50)
     model = _dynamics._template(True).replace(length=jnp.asarray(L), com=jnp.stack([d, np.zeros(3)], -1))
-    ref = jax.vmap(lambda a, f, z: point_load(model, a, "foot", f[2:], f[:2], z))(q, frc, mz)
-    got = _dynamics._foot_loads(L, d, q, frc, mz)
+    # both under jit (as the pipeline runs them): eagerly, every batched operation
+    # compiled on its own
+    ref = jax.jit(jax.vmap(lambda a, f, z: point_load(model, a, "foot", f[2:], f[:2], z)))(q, frc, mz)
+    got = jax.jit(_dynamics._foot_loads)(L, d, q, frc, mz)
     np.testing.assert_allclose(got, ref, rtol=1e-13, atol=1e-12)
 
 
@@ -1032,7 +1034,7 @@ def test_ragged_trials_one_compiled_call_each_as_alone(running, monkeypatch):
     inner = _pipeline._chunk_filtered
     monkeypatch.setattr(_pipeline, "_chunk_filtered", lambda *a, **k: traces.append(1) or inner(*a, **k))
     _pipeline._jitted.cache_clear()
-    lens = (121, 100, 90, 64)
+    lens = (121, 100, 64)  # three lengths (a fourth compiled one more trial alone)
     trials = _ragged_trials(running, lens)
     kw = dict(rate=200.0, force_rate=1000.0, segments=running.segments, gravity=G, cutoff="auto",
               force_cutoff=40.0, terms=True)  # fmt: skip
@@ -1057,7 +1059,7 @@ def test_ragged_trials_one_compiled_call_each_as_alone(running, monkeypatch):
     # one cut-off): one more compilation; a third of yet other lengths reuses it
     kw["cutoff"] = 8.0
     traces.clear()
-    for lens in ((121, 95, 80, 70), (121, 110, 66, 85)):
+    for lens in ((121, 95, 70), (121, 110, 66)):
         trials = _ragged_trials(running, lens, seed=len(traces) + 1)
         again = gait.analyze(**{k: [t[k] for t in trials] for k in trials[0]}, **kw)
         assert again.frames.tolist() == list(lens)
@@ -1095,7 +1097,7 @@ def test_ragged_unfiltered_trials_equal_alone_to_the_last_bits(running):
     # unfiltered, a trial of a ragged batch is its alone value to rounding of the
     # last bits: the end stencils of the derivatives are summed in the same order
     # (as two tensordots they differed by 1e-8 of a swing trial's peak at 1 kHz)
-    lens = (121, 17, 33, 64)
+    lens = (121, 17, 64)  # (a fourth trial, of 33 frames, compiled one more alone)
     trials = _ragged_trials(running, lens, seed=5)
     kw = dict(rate=200.0, force_rate=1000.0, segments=running.segments, gravity=G, cutoff=None, force_cutoff=None)
     batch = gait.analyze(**{k: [t[k] for t in trials] for k in trials[0]}, **kw)

@@ -123,10 +123,11 @@ def test_bad_arguments_raise():
         jaxmb.joint_reactions(model, q[:2], qd, qdd)
 
 
-@pytest.mark.parametrize("seed, tree, base, coordinates",
-                         [(5, True, "fixed", "absolute"), (6, False, "floating", "relative")])
-def test_segment_frame_rotates_back_to_world(seed, tree, base, coordinates):
-    model, q, qd, qdd, loads = _case(seed, tree, base, coordinates)
+def test_segment_frame_rotates_back_to_world(case):
+    # on the case fixture's models (each value of each factor by default, the rest
+    # with --slow): their world-frame reactions are compiled already (two random
+    # models of their own compiled them again)
+    model, q, qd, qdd, loads = case
     world = np.asarray(jaxmb.joint_reactions(model, q, qd, qdd, loads))
     axial, shear = np.asarray(jaxmb.joint_reactions(model, q, qd, qdd, loads, frame="segment")).T
     theta = np.asarray(jaxmb.segment_angles(model, q))
@@ -242,13 +243,17 @@ def test_reactions_differentiable_wrt_mass():
         qdd = jaxmb.forward_dynamics(mdl, q, qd, tau, loads)
         return jaxmb.joint_reactions(mdl, q, qd, qdd, loads, method=method)[j]
 
-    m0 = jnp.asarray(model.mass)
+    m0 = np.asarray(model.mass)  # NumPy: no eager jnp steps
     h = 1e-5 * float(m0[k])
-    e = jnp.zeros_like(m0).at[k].set(h)
+    e = np.zeros_like(m0)
+    e[k] = h
     for method in ("projection", "recursive"):
-        f = jax.jit(lambda m_: lam(m_, method))  # noqa: B023
-        fd = (f(m0 + e) - f(m0 - e)) / (2 * h)
-        rev = jax.jit(jax.jacrev(f))(m0)[:, k]
+        # one compiled program gives the value (for the central difference) and the
+        # Jacobian (a jitted value and a jitted jacrev compiled two)
+        f = lambda m_: lam(m_, method)  # noqa: B023, E731
+        both = jax.jit(lambda m_: (f(m_), jax.jacrev(f)(m_)))  # noqa: B023
+        fd = (np.asarray(both(m0 + e)[0]) - np.asarray(both(m0 - e)[0])) / (2 * h)
+        rev = np.asarray(both(m0)[1])[:, k]
         assert np.abs(fd).max() > 0.1  # a non-trivial sensitivity
         # central differences: truncation O(h^2) ~ 1e-10, round-off ~ eps |lambda| / h ~ 1e-8
         np.testing.assert_allclose(rev, fd, rtol=1e-6, atol=1e-6)
@@ -264,8 +269,10 @@ def test_reactions_differentiable_wrt_mass():
 
 
 def test_vmap_equals_loop():
-    # (vmap under jit: one compilation instead of eager batched primitives)
-    model, *_ = _case(12, True, "floating", "absolute")
+    # (vmap under jit: one compilation instead of eager batched primitives); the case
+    # fixture's tree (seed 200 + its index in CONFIGS), whose single-sample reactions
+    # the loop reuses compiled
+    model, *_ = _case(200 + CONFIGS.index((True, "floating", "absolute")), True, "floating", "absolute")
     rng = np.random.default_rng(13)
     batch = [random_state(rng, model) for _ in range(4)]
     q, qd, qdd, loads = (np.stack(x) for x in zip(*batch))
@@ -314,10 +321,13 @@ def test_reaction_adjoint_equals_reverse_mode_of_the_projection(tree, base, coor
     # forward mode needs gradient="autodiff"; it gives the same derivative
     with pytest.raises(TypeError, match="forward-mode"):
         jax.jvp(lambda m: jaxmb.joint_reactions(m, q, qd, qdd), (model,), (model,))
-    t = jax.tree_util.tree_map(lambda x: 0.1 * jnp.ones_like(x), model)
-    _, tan = jax.jvp(lambda m: jaxmb.joint_reactions(m, q, qd, qdd, gradient="autodiff"), (model,), (t,))
-    _, vjp = jax.vjp(lambda m: jaxmb.joint_reactions(m, q, qd, qdd), model)
-    c = jnp.asarray(rng.standard_normal(tan.shape))
-    lhs = jnp.sum(c * tan)
-    rhs = sum(jnp.sum(a * b) for a, b in zip(jax.tree_util.tree_leaves(vjp(c)[0]), jax.tree_util.tree_leaves(t)))
+    # (each under jit: one compiled program apiece; an eager vjp compiles two, the
+    # forward pass and its transpose)
+    t = jax.tree_util.tree_map(lambda x: 0.1 * np.ones(np.shape(x)), model)
+    tan = np.asarray(jax.jit(lambda m, t: jax.jvp(lambda m: jaxmb.joint_reactions(m, q, qd, qdd, gradient="autodiff"),
+                                                  (m,), (t,))[1])(model, t))  # fmt: skip
+    c = rng.standard_normal(tan.shape)
+    cot = jax.jit(lambda m, c: jax.vjp(lambda m: jaxmb.joint_reactions(m, q, qd, qdd), m)[1](c)[0])(model, c)
+    lhs = np.sum(c * tan)
+    rhs = sum(np.sum(np.asarray(a) * b) for a, b in zip(jax.tree_util.tree_leaves(cot), jax.tree_util.tree_leaves(t)))
     np.testing.assert_allclose(lhs, rhs, rtol=1e-10)
