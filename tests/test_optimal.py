@@ -135,13 +135,17 @@ def test_torque_costs_are_of_joint_moments_in_segment_angles():
     # the same arm and postures in joint angles and in segment angles: the same optimal
     # movement and cost. Before, the torque costs of a model in segment angles took the
     # generalized forces (a joint moment minus its children's): a torque-change optimum
-    # with 12 % more of the joint-moment criterion and a hand path curved otherwise
-    kw = dict(length=[0.30, 0.27, 0.19], com=[0.13, 0.12, 0.07], mass=[2.0, 1.2, 0.4],
-              inertia=[0.016, 0.008, 0.001], gravity=9.81)  # fmt: skip
-    rel, seg = jaxmb.chain(**kw), jaxmb.chain(**kw, coordinates="absolute")
-    qs, qe = np.array([-0.11, 1.40, 1.45]), np.array([-0.45, 0.99, 1.03])
-    a = optimize(rel, qs, qe, 0.6, cost="torque_change")
-    b = optimize(seg, *(jaxmb.coordinates_to(rel, x, "absolute") for x in (qs, qe)), 0.6, cost="torque_change")
+    # with 12 % more of the joint-moment criterion and a hand path curved otherwise.
+    # Uno's two links (the shoulder's generalized force in segment angles is its joint
+    # moment minus the elbow's): the joint-angle solve is the one that
+    # test_batched_call_equals_a_loop_of_single_calls compiles
+    rel = UNO
+    seg = jaxmb.chain([L1, L2], [D1, D2], [M1, M2], [IJ1 - M1 * D1**2, IJ2 - M2 * D2**2], gravity=0.0,
+                      coordinates="absolute")  # fmt: skip
+    qs, qe = np.array([0.3, 1.6]), np.array([1.0, 1.1])
+    a = optimize(rel, qs, qe, 0.5, target="joint", cost="torque_change", **KW)
+    b = optimize(seg, *(jaxmb.coordinates_to(rel, x, "absolute") for x in (qs, qe)), 0.5, target="joint",
+                 cost="torque_change", **KW)  # fmt: skip
     assert a.converged and b.converged
     np.testing.assert_allclose(b.cost, a.cost, rtol=1e-8)
     # (the optimum is flat: ftol stops within 4e-5 rad; the generalized forces gave 0.1 rad)
@@ -330,15 +334,20 @@ def test_batched_call_equals_a_loop_of_single_calls():
 ])  # fmt: skip
 def test_preconditioning_changes_the_iterations_not_the_optimum(cost):
     # L-BFGS on b = a S (S^2 the leading-order metric of the cost): the same minima
-    # as on the plain coefficients, in fewer iterations (a weighted sum with --slow)
+    # as on the plain coefficients, in fewer iterations (a weighted sum with --slow).
+    # The three problems one at a time: the preconditioned single solve is the one
+    # test_batched_call_equals_a_loop_of_single_calls compiles (batches are tested there)
     starts = np.array([[0.3, 1.6], [-0.2, 1.9], [0.5, 1.2]])
     ends = np.array([[1.0, 1.1], [0.6, 1.3], [0.9, 0.7]])
-    plain = optimize(UNO, starts, ends, 0.5, target="joint", cost=cost, solver=LBFGS(precondition=False), **KW)
-    pre = optimize(UNO, starts, ends, 0.5, target="joint", cost=cost, **KW)
-    assert np.all(plain.converged) and np.all(pre.converged)
-    np.testing.assert_allclose(pre.cost, plain.cost, rtol=1e-9)
-    np.testing.assert_allclose(pre.q, plain.q, atol=1e-6)
-    assert np.sum(pre.iterations) < 0.6 * np.sum(plain.iterations), (cost, pre.iterations, plain.iterations)
+    plain = [optimize(UNO, a, b, 0.5, target="joint", cost=cost, solver=LBFGS(precondition=False), **KW)
+             for a, b in zip(starts, ends)]  # fmt: skip
+    pre = [optimize(UNO, a, b, 0.5, target="joint", cost=cost, **KW) for a, b in zip(starts, ends)]
+    stack = lambda rs, f: np.stack([np.asarray(getattr(r, f)) for r in rs])  # noqa: E731
+    assert np.all(stack(plain, "converged")) and np.all(stack(pre, "converged"))
+    np.testing.assert_allclose(stack(pre, "cost"), stack(plain, "cost"), rtol=1e-9)
+    np.testing.assert_allclose(stack(pre, "q"), stack(plain, "q"), atol=1e-6)
+    its_pre, its_plain = stack(pre, "iterations"), stack(plain, "iterations")
+    assert np.sum(its_pre) < 0.6 * np.sum(its_plain), (cost, its_pre, its_plain)
 
 
 # a redundant arm: three links for a planar hand position (J^T J of rank 2)

@@ -26,7 +26,20 @@ def body(coordinates="relative", mass_scale=None):
                       base="floating", coordinates=coordinates, names=NAMES)
 
 
-def motion(model, T=40, trials=()):
+# One set of shapes for the whole file (T frames of 2 trials): the library's compiled
+# programs (inverse dynamics, the regressor, the posterior) are compiled once per
+# model and reused across tests instead of once per test.
+T, TRIALS = 20, (2,)
+
+
+def small_body(mass_scale=1.0):
+    """A 3-segment floating body (trunk, thigh, shank), centres of mass off the axes."""
+    return jaxmb.tree([-1, 0, 1], [0.5, 0.42, 0.43], np.array([[0.2, 0.01], [0.18, -0.01], [0.19, 0.015]]),
+                      np.array([30.0, 7.0, 3.0]) * mass_scale, [1.2, 0.12, 0.05], base="floating",
+                      names=("trunk", "thigh", "shank"))  # fmt: skip
+
+
+def motion(model, T=T, trials=TRIALS):
     """A smooth motion (q, qd, qdd) with exact derivatives, shape trials + (T, dof)."""
     rng = np.random.default_rng(3)
     shape = tuple(trials) + (1, model.dof)
@@ -57,73 +70,96 @@ def plate_loads(model, q, qd, qdd, share=0.6):
     return loads, need
 
 
-@pytest.mark.parametrize("coordinates", ["relative", "absolute"])
-def test_true_model_residuals_are_zero(coordinates):
-    model = body(coordinates)
-    q, qd, qdd = motion(model, trials=(2,))
+@pytest.fixture(scope="module")
+def rel():
+    """The relative-coordinates body, its motion and the plates' loads that close it."""
+    model = body()
+    q, qd, qdd = motion(model)
     loads, need = plate_loads(model, q, qd, qdd)
+    return model, q, qd, qdd, loads, need
+
+
+@pytest.fixture(scope="module")
+def absolute():
+    model = body("absolute")
+    q, qd, qdd = motion(model)
+    loads, need = plate_loads(model, q, qd, qdd)
+    return model, q, qd, qdd, loads, need
+
+
+@pytest.mark.parametrize("coordinates", ["relative", "absolute"])
+def test_true_model_residuals_are_zero(coordinates, request):
+    model, q, qd, qdd, loads, need = request.getfixturevalue("rel" if coordinates == "relative" else "absolute")
     r = wholebody.residuals(model, q, qd, qdd, loads)
-    assert r.shape == (2, 40, 3)
-    scale = float(jnp.abs(need).max())
+    assert r.shape == (2, T, 3)
+    scale = float(np.abs(need).max())
     # Round-off of a sum of ~10 segment wrenches of ~1e3 N.
     assert float(jnp.abs(r).max()) < 1e-11 * scale
 
 
-def test_residual_matches_momentum_rate():
-    """F = M (a_c + g) - sum F_k and M_c = dH_c/dt - sum moments, by JAX of the pose."""
-    model = body()
-    rng = np.random.default_rng(0)
-    q0, v, a = (rng.normal(0, 0.5, model.dof) for _ in range(3))
-    q0[1] += 1.0
-    path = lambda t: q0 + v * t + 0.5 * a * t**2  # noqa: E731
+@jax.jit
+def _momentum_rates(model, q, qd, qdd):
+    """Per frame, along the path q + qd t + qdd t^2 / 2 at t = 0, by JAX of the pose:
+    the com's acceleration, the rate of the angular momentum about the com, the com.
+    One compiled program for every frame (eager nested jacfwd compiles op by op)."""
 
-    def com(t):
-        return jaxmb.whole_body_com(model, path(t))
+    def one(q0, v, a):
+        path = lambda t: q0 + v * t + 0.5 * a * t**2  # noqa: E731
 
-    def ang_mom(t):
-        q = path(t)
-        p = jaxmb.pose(model, q)
-        pd = jaxmb.pose_velocity(model, q, jax.jacfwd(path)(t))
-        c = jaxmb.whole_body_com(model, q)
-        return jnp.sum(model.mass * cross(p[:, :2] - c, pd[:, :2]) + model.inertia * pd[:, 2])
+        def com(t):
+            return jaxmb.whole_body_com(model, path(t))
 
-    acc_c = jax.jacfwd(jax.jacfwd(com))(0.0)
-    hdot = jax.jacfwd(ang_mom)(0.0)
-    M = model.mass.sum()
-    force = jnp.array([3.0, 500.0])
-    point = jnp.array([0.3, 0.0])
-    loads = jaxmb.point_load(model, q0, "foot_r", point, force, 7.0)
-    c = com(0.0)
-    expect_f = M * (acc_c + jnp.array([0.0, model.gravity])) - force
+        def ang_mom(t):
+            q = path(t)
+            p = jaxmb.pose(model, q)
+            pd = jaxmb.pose_velocity(model, q, jax.jacfwd(path)(t))
+            c = jaxmb.whole_body_com(model, q)
+            return jnp.sum(model.mass * cross(p[:, :2] - c, pd[:, :2]) + model.inertia * pd[:, 2])
+
+        return jax.jacfwd(jax.jacfwd(com))(0.0), jax.jacfwd(ang_mom)(0.0), com(0.0)
+
+    return jax.vmap(jax.vmap(one))(q, qd, qdd)
+
+
+def test_residual_matches_momentum_rate(rel):
+    """F = M (a_c + g) - sum F_k and M_c = dH_c/dt - sum moments, by JAX of the pose,
+    at every frame of the motion."""
+    model, q, qd, qdd, _, _ = rel
+    acc_c, hdot, c = (np.asarray(x) for x in _momentum_rates(model, q, qd, qdd))
+    M = float(model.mass.sum())
+    force = np.array([3.0, 500.0])
+    point = np.array([0.3, 0.0])
+    loads = jaxmb.point_load(model, q, "foot_r", point, force, 7.0)
+    expect_f = M * (acc_c + np.array([0.0, model.gravity])) - force
     expect_m = hdot - cross(point - c, force) - 7.0
-    r = wholebody.residuals(model, jnp.asarray(q0), jnp.asarray(v), jnp.asarray(a), loads)
-    np.testing.assert_allclose(r[:2], expect_f, rtol=1e-12, atol=1e-9)
-    np.testing.assert_allclose(r[2], expect_m, rtol=1e-12, atol=1e-9)
+    r = np.asarray(wholebody.residuals(model, q, qd, qdd, loads))
+    np.testing.assert_allclose(r[..., :2], expect_f, rtol=1e-12, atol=1e-9)
+    np.testing.assert_allclose(r[..., 2], expect_m, rtol=1e-12, atol=1e-9)
 
 
-def test_wrong_mass_gives_newtons_law_residual():
-    model = body()
-    q, qd, qdd = motion(model)
-    loads, _ = plate_loads(model, q, qd, qdd)
+def test_wrong_mass_gives_newtons_law_residual(rel):
+    model, q, qd, qdd, loads, _ = rel
     dm = 0.7
     wrong = model.replace(mass=model.mass.at[1].add(dm), inertia=model.inertia)
     r = wholebody.residuals(wrong, q, qd, qdd, loads, about="root")
-    a = jaxmb.pose_acceleration(model, q, qd, qdd)[:, 1]
-    p = jaxmb.pose(model, q)[:, 1, :2]
-    f = dm * (a[:, :2] + jnp.array([0.0, model.gravity]))
-    np.testing.assert_allclose(r[:, :2], f, rtol=1e-10, atol=1e-10)
-    np.testing.assert_allclose(r[:, 2], cross(p - q[:, :2], f), rtol=1e-10, atol=1e-10)
+    a = np.asarray(jaxmb.pose_acceleration(model, q, qd, qdd))[..., 1, :]
+    p = np.asarray(jaxmb.pose(model, q))[..., 1, :2]
+    f = dm * (a[..., :2] + np.array([0.0, model.gravity]))
+    np.testing.assert_allclose(r[..., :2], f, rtol=1e-10, atol=1e-10)
+    np.testing.assert_allclose(r[..., 2], cross(p - np.asarray(q)[..., :2], f), rtol=1e-10, atol=1e-10)
 
 
-def test_jit_grad_and_fixed_base_refused():
-    model = body()
-    q, qd, qdd = motion(model, T=5)
-    loads, _ = plate_loads(model, q, qd, qdd)
-    f = jax.jit(lambda m: jnp.sum(wholebody.residuals(m, q, qd, qdd, loads) ** 2))
-    g = jax.grad(f)(model.replace(mass=model.mass * 1.01))
-    assert np.all(np.isfinite(g.mass)) and float(jnp.abs(g.mass).max()) > 0
-    np.testing.assert_allclose(jax.jit(wholebody.residuals)(model, q, qd, qdd, loads),
-                               wholebody.residuals(model, q, qd, qdd, loads), atol=1e-12)
+def test_jit_grad_and_fixed_base_refused(rel):
+    model, q, qd, qdd, loads, _ = rel
+
+    def f(m):  # residuals under jit and grad at once: one compiled program
+        r = wholebody.residuals(m, q, qd, qdd, loads)
+        return jnp.sum(r**2), r
+
+    g, r_jit = jax.jit(jax.grad(f, has_aux=True))(model.replace(mass=model.mass * 1.01))
+    assert np.all(np.isfinite(g.mass)) and float(np.abs(g.mass).max()) > 0
+    np.testing.assert_allclose(r_jit, wholebody.residuals(model.replace(mass=model.mass * 1.01), q, qd, qdd, loads),
+                               atol=1e-12)
     fixed = jaxmb.chain([1.0], [0.5], [1.0], [0.1])
     with pytest.raises(ValueError, match="floating"):
         wholebody.residuals(fixed, jnp.zeros(1), jnp.zeros(1), jnp.zeros(1))
@@ -145,10 +181,8 @@ def _prior_around(model, scale=1.2):
     return start, jaxmb.identify.Prior(mean=phys, sd=sd)
 
 
-def test_fit_recovers_identifiable_combinations_noiseless():
-    model = body()
-    q, qd, qdd = motion(model, T=30, trials=(2,))
-    loads, _ = plate_loads(model, q, qd, qdd)
+def test_fit_recovers_identifiable_combinations_noiseless(rel):
+    model, q, qd, qdd, loads, _ = rel
     start, prior = _prior_around(model)
     fit = wholebody.fit_to_plates(start, q, qd, qdd, loads, prior=prior, sigma=1e-6)
     truth = np.asarray(jaxmb.identify.to_parameters(model))
@@ -168,12 +202,10 @@ def test_fit_recovers_identifiable_combinations_noiseless():
     np.testing.assert_allclose(r_true, wholebody.residuals(model, q, qd, qdd, loads), atol=1e-9)
 
 
-def test_fit_intervals_cover_the_truth():
+def test_fit_intervals_cover_the_truth(rel):
     """Truth drawn from the prior, noise on the plates' force and moment: 95 % intervals
     of the identifiable combinations cover it in 93-97 % of 200 repetitions."""
-    model = body()
-    q, qd, qdd = motion(model, T=20)
-    loads, _ = plate_loads(model, q, qd, qdd)
+    model, q, qd, qdd, loads, _ = rel
     start, prior = _prior_around(model)
     Y, y0 = wholebody.root_regressor(start, q, qd, qdd, loads)
     mean, L = wholebody.barycentric_prior(prior)
@@ -183,7 +215,7 @@ def test_fit_intervals_cover_the_truth():
     hits = []
     for _ in range(200):
         truth = rng.multivariate_normal(np.asarray(mean), cov)
-        meas = -(np.asarray(Y) @ truth) + sigma * rng.standard_normal((Y.shape[0], 3))
+        meas = -(np.asarray(Y) @ truth) + sigma * rng.standard_normal(Y.shape[:-1])
         fit = wholebody.fit_to_plates(start, q, qd, qdd, loads, prior=prior, sigma=sigma, regressor=(Y, meas))
         base = fit.base
         K = np.zeros((base.rank, truth.size))
@@ -205,21 +237,31 @@ def test_prior_around_and_bad_free():
     assert np.isnan(float(s.rms_percent[2])) and float(s.rms_percent[0]) == pytest.approx(100 / 98.1)
 
 
+def _closing_load(model, q, qd, qdd):
+    """One force under the shank, and a free moment, that close the root wrench exactly."""
+    need = wholebody.residuals(model, q, qd, qdd)
+    p = jaxmb.point_position(model, q, "shank", (0.15, 0.0))
+    free = need[..., 2] - cross(p - jaxmb.whole_body_com(model, q), need[..., :2])
+    return jaxmb.point_load(model, q, "shank", p, need[..., :2], free)
+
+
 def test_many_subjects_in_one_call_equal_the_single_fits():
-    """fit_subjects (one vmapped, compiled call) equals fit_to_plates per subject to round-off."""
-    subjects = [body(mass_scale=s) for s in (1.0, 1.15, 0.9)]
-    motions = [motion(m, T=15, trials=(2,)) for m in subjects]
+    """fit_subjects (one vmapped, compiled call) equals fit_to_plates per subject to round-off.
+    A three-segment floating body: the batching does not depend on the size, and the
+    vmapped regressor of ten segments is the file's largest compile."""
+    subjects = [small_body(mass_scale=s) for s in (1.0, 1.15, 0.9)]
+    motions = [motion(m) for m in subjects]
     for k, (q, qd, qdd) in enumerate(motions):  # other motions per subject
         motions[k] = (q + 0.05 * k, qd, qdd)
-    loads = [plate_loads(m, *mo)[0] for m, mo in zip(subjects, motions)]
+    loads = [_closing_load(m, *mo) for m, mo in zip(subjects, motions)]
     starts, priors = zip(*[_prior_around(m, scale=1.1) for m in subjects])
     stack = lambda k: jnp.stack([mo[k] for mo in motions])  # noqa: E731
-    w = np.ones((3, 2, 15))
+    w = np.ones((3, 2, T))
     w[1, 1, 10:] = 0.0  # a ragged subject: padded frames weigh 0
     sigma = np.array([5.0, 5.0, 1.0])
     fits = wholebody.fit_subjects(list(starts), stack(0), stack(1), stack(2), jnp.stack(loads), priors=list(priors),
                                   sigma=sigma, weights=w, body_mass=[float(m.mass.sum()) for m in subjects])
-    assert fits.parameters.shape == (3, 40) and fits.covariance.shape == (3, 40, 40)
+    assert fits.parameters.shape == (3, 12) and fits.covariance.shape == (3, 12, 12)
     for k in range(3):
         one = wholebody.fit_to_plates(starts[k], *motions[k], loads[k], prior=priors[k], sigma=sigma, weights=w[k],
                                       body_mass=float(subjects[k].mass.sum()))
@@ -248,20 +290,18 @@ def _upper_body_moment(model, q, qd, qdd):
     return -tau[..., 2:].sum(-1)  # the moment the legs must supply about the hip point
 
 
-def test_hip_moments_top_down_and_bottom_up_before_and_after_the_fit():
-    model = body("absolute")
-    q, qd, qdd = motion(model, T=25)
-    loads, _ = plate_loads(model, q, qd, qdd)
+def test_hip_moments_top_down_and_bottom_up_before_and_after_the_fit(absolute):
+    model, q, qd, qdd, loads, _ = absolute
     true = wholebody.whole_body_moments(model, q, qd, qdd, loads)
     np.testing.assert_allclose(true.hips_top_down, _upper_body_moment(model, q, qd, qdd), rtol=1e-10, atol=1e-9)
-    np.testing.assert_allclose(true.hips, jaxmb.joint_moments(model, q, qd, qdd, loads)[:, [2, 5]], atol=1e-12)
+    np.testing.assert_allclose(true.hips, jaxmb.joint_moments(model, q, qd, qdd, loads)[..., [2, 5]], atol=1e-12)
     # True model: both ways agree to round-off (its residual is zero).
     np.testing.assert_allclose(true.hips.sum(-1), true.hips_top_down, atol=1e-9 * float(jnp.abs(true.hips).max()))
     start, prior = _prior_around(model)
     before = wholebody.whole_body_moments(start, q, qd, qdd, loads)
     gap = before.hips.sum(-1) - before.hips_top_down
     r = wholebody.residuals(start, q, qd, qdd, loads, about="root")
-    np.testing.assert_allclose(gap, r[:, 2], atol=1e-9)  # the difference is the root's residual moment
+    np.testing.assert_allclose(gap, r[..., 2], atol=1e-9)  # the difference is the root's residual moment
     assert float(jnp.abs(gap).max()) > 1.0
     fit = wholebody.fit_to_plates(start, q, qd, qdd, loads, prior=prior, sigma=1e-6)
     after = wholebody.whole_body_moments(fit.model(start), q, qd, qdd, loads, loads_for=start)
@@ -270,29 +310,25 @@ def test_hip_moments_top_down_and_bottom_up_before_and_after_the_fit():
         wholebody.whole_body_moments(model, q, qd, qdd, loads, hips=("thigh_r", "uarm"))
 
 
-def test_residual_bands_match_the_posterior():
+def test_residual_bands_match_the_posterior(rel):
     """Monte Carlo bands of the root residual against the exact spread sqrt(Y cov Y^T)."""
-    model = body()
-    q, qd, qdd = motion(model, T=10)
-    loads, _ = plate_loads(model, q, qd, qdd)
+    model, q, qd, qdd, loads, _ = rel
     start, prior = _prior_around(model)
     fit = wholebody.fit_to_plates(start, q, qd, qdd, loads, prior=prior, sigma=(20.0, 20.0, 5.0))
     lo, mid, hi = wholebody.residual_bands(start, fit, q, qd, qdd, loads, draws=4000, about="root")
     Y, y0 = wholebody.root_regressor(start, q, qd, qdd, loads)
-    sd = np.sqrt(np.einsum("tij,jk,tik->ti", Y, fit.covariance, Y))
+    sd = np.sqrt(np.einsum("...ij,jk,...ik->...i", Y, fit.covariance, Y))
     nominal = Y @ fit.parameters + y0
     # 4000 draws: the band's half-width within 6 % of 1.96 sd, its median within 0.1 sd.
     np.testing.assert_allclose((hi - lo) / 2, 1.959964 * sd, rtol=0.06)
     assert float(jnp.max(jnp.abs(mid - nominal) / sd)) < 0.1
     com = wholebody.residual_bands(start, fit, q, qd, qdd, loads, draws=50)
-    assert com.shape == (3, 10, 3) and np.all(np.isfinite(com))
+    assert com.shape == (3, 2, T, 3) and np.all(np.isfinite(com))
 
 
-def test_masses_held_at_their_floor():
+def test_masses_held_at_their_floor(rel):
     """Data that want a negative mass: it is held at mass_floor x its prior mean, the rest refitted exactly."""
-    model = body()
-    q, qd, qdd = motion(model, T=20, trials=(2,))
-    loads, _ = plate_loads(model, q, qd, qdd)
+    model, q, qd, qdd, loads, _ = rel
     start, prior = _prior_around(model)
     Y, _ = wholebody.root_regressor(start, q, qd, qdd, loads)
     phys = np.asarray(jaxmb.identify.to_physical(model)).copy()
@@ -334,8 +370,9 @@ def test_bounded_solve_batches_with_different_active_sets():
     floor = jnp.full((2, n), 0.2)
     xs, covs, held = jax.vmap(_bounded_solve)(A, b, floor)
     assert held[0].tolist() == [False, True, False] and not held[1].any()
+    alone = jax.jit(_bounded_solve)  # as the library calls it (inside its jitted posterior); one compile
     for k in range(2):
-        x, cov, h = _bounded_solve(A[k], b[k], floor[k])
+        x, cov, h = alone(A[k], b[k], floor[k])
         np.testing.assert_allclose(xs[k], x, rtol=1e-10, atol=1e-12)
         np.testing.assert_allclose(covs[k], cov, rtol=1e-10, atol=1e-12)
         assert (np.asarray(h) == np.asarray(held[k])).all()
