@@ -323,8 +323,12 @@ def test_forward_dynamics_batch_long_chain_column_loop():
     assert model.dof > _engine.TUNING.ldl_max
     q, qd, qdd, loads = batch_state(47, model, 9)
     # one program (the projection op by op compiled ~90 small programs)
-    acc = jax.jit(lambda model, q, qd, qdd, loads: jaxmb.forward_dynamics(
-        model, q, qd, jaxmb.inverse_dynamics(model, q, qd, qdd, loads, method="projection"), loads))(model, q, qd, qdd, loads)  # fmt: skip
+    @jax.jit
+    def forward(model, q, qd, qdd, loads):
+        tau = jaxmb.inverse_dynamics(model, q, qd, qdd, loads, method="projection")
+        return jaxmb.forward_dynamics(model, q, qd, tau, loads)
+
+    acc = forward(model, q, qd, qdd, loads)
     np.testing.assert_allclose(acc, qdd, rtol=SOLVE_RTOL, atol=SOLVE_ATOL)
 
 

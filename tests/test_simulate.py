@@ -38,7 +38,8 @@ def energies(model, traj):
 def energy_scale(model):
     """Mechanical energy scale: the potential energy of the chain held horizontally above
     its hanging rest position, sum_i m_i g (y_com_i(up) - y_com_i(down)) / 2."""
-    down = np.full(model.dof, -np.pi / 2) if model.coordinates == "absolute" else np.array([-np.pi / 2] + [0.0] * (model.dof - 1))
+    absolute = model.coordinates == "absolute"
+    down = np.full(model.dof, -np.pi / 2) if absolute else np.array([-np.pi / 2] + [0.0] * (model.dof - 1))
     flat = np.zeros(model.dof)
     up_down = np.asarray(_energies(model, np.stack([flat, down]), np.zeros((2, model.dof))))  # kinetic energy 0
     return float(up_down[0] - up_down[1])
@@ -308,7 +309,8 @@ def test_dtype_follows_forward_dynamics_and_time_starts_at_zero():
     model = double_pendulum()
     q32 = np.array([0.3, -0.2], np.float32)
     for tau in (np.array([0.5, 0.1]), np.array([[0.5, 0.1]] * 3)):
-        assert jax.eval_shape(lambda: jaxmb.simulate(model, q32, q32, tau, 1e-3, steps=3)).q.dtype == jnp.float64  # noqa: B023
+        out = jax.eval_shape(lambda: jaxmb.simulate(model, q32, q32, tau, 1e-3, steps=3))  # noqa: B023
+        assert out.q.dtype == jnp.float64
     assert jax.eval_shape(lambda: jaxmb.forward_dynamics(model, q32, q32, np.array([0.5, 0.1]))).dtype == jnp.float64
     out = jax.eval_shape(lambda: jaxmb.simulate(model, q32, q32, lambda t, q, qd: 0.0 * q, 1e-3, steps=3))
     assert out.q.dtype == jnp.float32
