@@ -73,8 +73,9 @@ def test_sincos_float32_and_derivative():
     np.testing.assert_allclose(np.asarray(s), np.sin(x.astype(np.float64)), atol=3e-7)
     # custom JVP: d cos = -sin dx, d sin = cos dx, in both modes
     x64 = jnp.asarray(rng.uniform(-5, 5, 7))
-    dc = jax.vmap(jax.grad(lambda t: _math.sincos(t)[0]))(x64)
-    ds = jax.vmap(jax.jacfwd(lambda t: _math.sincos(t)[1]))(x64)
+    # jitted: op by op, each of these operations compiles on its own
+    dc = jax.jit(jax.vmap(jax.grad(lambda t: _math.sincos(t)[0])))(x64)
+    ds = jax.jit(jax.vmap(jax.jacfwd(lambda t: _math.sincos(t)[1])))(x64)
     np.testing.assert_allclose(dc, -np.sin(np.asarray(x64)), rtol=0, atol=3e-16)
     np.testing.assert_allclose(ds, np.cos(np.asarray(x64)), rtol=0, atol=3e-16)
 
@@ -254,13 +255,13 @@ def test_forward_dynamics_batch_inverts_inverse(tree, base, coordinates):
     rng = np.random.default_rng(40)
     model = random_model(rng, 4, tree=tree, base=base, coordinates=coordinates)
     q, qd, qdd, loads = batch_state(41, model)
-    tau = jaxmb.inverse_dynamics(model, q, qd, qdd, loads, method="projection")
 
-    @jax.jit
-    def forward(model, q, qd, tau, loads):
+    @jax.jit  # the projection in the same program (op by op it compiled ~100 small programs)
+    def forward(model, q, qd, qdd, loads):
+        tau = jaxmb.inverse_dynamics(model, q, qd, qdd, loads, method="projection")
         return [jaxmb.forward_dynamics(model, q, qd, tau, loads, chunk=c) for c in (0, 4)]
 
-    for acc in forward(model, q, qd, tau, loads):
+    for acc in forward(model, q, qd, qdd, loads):
         np.testing.assert_allclose(acc, qdd, rtol=SOLVE_RTOL, atol=SOLVE_ATOL)
 
 
@@ -321,8 +322,13 @@ def test_forward_dynamics_batch_long_chain_column_loop():
     model = random_model(rng, 12, base="floating")
     assert model.dof > _engine.TUNING.ldl_max
     q, qd, qdd, loads = batch_state(47, model, 9)
-    tau = jaxmb.inverse_dynamics(model, q, qd, qdd, loads, method="projection")
-    acc = jaxmb.forward_dynamics(model, q, qd, tau, loads)
+    # one program (the projection op by op compiled ~90 small programs)
+    @jax.jit
+    def forward(model, q, qd, qdd, loads):
+        tau = jaxmb.inverse_dynamics(model, q, qd, qdd, loads, method="projection")
+        return jaxmb.forward_dynamics(model, q, qd, tau, loads)
+
+    acc = forward(model, q, qd, qdd, loads)
     np.testing.assert_allclose(acc, qdd, rtol=SOLVE_RTOL, atol=SOLVE_ATOL)
 
 
@@ -496,8 +502,9 @@ def test_adjoint_float32_large_batch():
     for name in ("length", "com", "mass", "inertia", "gravity"):
         a, r, b = getattr(got, name), getattr(ref, name), getattr(auto, name)
         assert a.dtype == jnp.float32
-        scale = float(jnp.max(jnp.abs(r)))
-        err, err_auto = float(jnp.max(jnp.abs(a - r))) / scale, float(jnp.max(jnp.abs(b - r))) / scale
+        a, r, b = (np.asarray(x, np.float64) for x in (a, r, b))
+        scale = float(np.max(np.abs(r)))
+        err, err_auto = float(np.max(np.abs(a - r))) / scale, float(np.max(np.abs(b - r))) / scale
         assert err < 1e-5, (name, err, err_auto)
 
 
@@ -554,10 +561,11 @@ def test_adjoint_of_the_other_generalized_forces():
         "external_forces": lambda m, x, g: jaxmb.external_forces(m, x, loads, gradient=g),
     }
     for name, f in fns.items():
-        jvp = lambda g: jax.jvp(lambda m: f(m, q, g), (model,), (model,))  # noqa: B023, E731
+        jvp = lambda g, at=model: jax.jvp(lambda m: f(m, q, g), (at,), (model,))  # noqa: B023, E731
         with pytest.raises(TypeError, match="custom_vjp"):
             jvp("adjoint")
-        fd = (f(along(h), q, "autodiff") - f(along(-h), q, "autodiff")) / (2 * h)
+        # the values for the difference from the same compiled jvp (its primal output)
+        fd = (jvp("autodiff", along(h))[0] - jvp("autodiff", along(-h))[0]) / (2 * h)
         np.testing.assert_allclose(jvp("autodiff")[1], fd, rtol=1e-6, atol=1e-6, err_msg=name)
 
 
@@ -596,7 +604,7 @@ def test_adjoint_under_vmap_over_subjects_and_trials():
     # trials, against the same with gradient="autodiff".
     rng = np.random.default_rng(87)
     model = random_model(rng, 3, tree=False, base="floating")
-    subjects = jax.tree_util.tree_map(lambda x: jnp.stack([x, 1.1 * x, 0.9 * x]), model)
+    subjects = jax.tree_util.tree_map(lambda x: np.stack([x, 1.1 * x, 0.9 * x]), model)
     q, qd, qdd, loads = (jnp.asarray(x) for x in batch_state(88, model, 20))
 
     def grad(m, q, gradient):
@@ -606,7 +614,7 @@ def test_adjoint_under_vmap_over_subjects_and_trials():
         got = jax.jit(jax.vmap(lambda m, x: grad(m, x, "adjoint"), in_axes=axes))(*args)
         ref = jax.jit(jax.vmap(lambda m, x: grad(m, x, "autodiff"), in_axes=axes))(*args)
         for a, b in zip(jax.tree_util.tree_leaves(got), jax.tree_util.tree_leaves(ref)):
-            np.testing.assert_allclose(a, b, rtol=RTOL, atol=1e-12 * float(jnp.max(jnp.abs(b))))
+            np.testing.assert_allclose(a, b, rtol=RTOL, atol=1e-12 * float(np.max(np.abs(b))))
 
 
 def test_adjoint_limited_in_size():
@@ -617,7 +625,8 @@ def test_adjoint_limited_in_size():
     rng = np.random.default_rng(89)
     model = random_model(rng, _engine.TUNING.adjoint_max + 1)
     q, qd, qdd = (jnp.asarray(rng.uniform(-1.0, 1.0, (3, model.dof))) for _ in range(3))
-    _, tangent = jax.jvp(lambda x: jaxmb.inverse_dynamics(model, x, qd, qdd), (q,), (qd,))
+    # (traced alone: the adjoint would refuse the jvp while tracing, before compiling)
+    _, tangent = jax.eval_shape(lambda q: jax.jvp(lambda x: jaxmb.inverse_dynamics(model, x, qd, qdd), (q,), (qd,)), q)
     assert tangent.shape == q.shape
     grads = jax.jit(lambda m: [jax.grad(lambda m: jnp.sum(jaxmb.inverse_dynamics(m, q, qd, qdd, gradient=g) ** 2))(m)
                                for g in ("adjoint", "autodiff")])  # fmt: skip
@@ -687,17 +696,16 @@ def test_invalid_inputs_raise():
     assert jaxmb.inverse_dynamics(model, q[:0], q[:0], q[:0]).shape == (0, 2)
 
 
-@pytest.mark.parametrize("first_min", [0, 10**6])  # every model batch-first / every model batch-last
-def test_adjoint_layouts(first_min):
-    # The adjoint reads q, qd, qdd and tbar batch-first from Tuning.adjoint_first_min
-    # coordinates on (long chains), batch-last below: both layouts, forced on a small
-    # floating-base absolute tree, against gradient="autodiff" for inverse dynamics
-    # (per-sample loads), joint moments, reactions in the segment frame and forward
-    # dynamics, at a batch with a remainder (13 samples).
-    tuning = _engine.Tuning(adjoint_first_min=first_min)
+@functools.lru_cache(maxsize=None)
+def _layout_case(first_min):
+    """The model, the inputs and the four gradients of test_adjoint_layouts, with the
+    adjoint's layout forced by ``first_min``; the "autodiff" references (the adjoint
+    alone reads Tuning.adjoint_first_min) are computed once for both layouts."""
     rng = np.random.default_rng(93)
     model = random_model(rng, 3, tree=True, base="floating", coordinates="absolute")
     q, qd, qdd, loads = (jnp.asarray(x) for x in batch_state(94, model, 13))
+    tuning = _engine.Tuning(adjoint_first_min=first_min) if first_min is not None else _engine.TUNING
+
     def run(kind, m, g, **kw):  # the public function of ``kind`` with the engine's tuning
         return _engine.run(_engine.Spec(kind, gradient=g, tuning=tuning, **kw), m, q, qd, qdd, loads)
 
@@ -708,10 +716,21 @@ def test_adjoint_layouts(first_min):
         "joint_reactions": lambda m, g: run("reactions", m, g, joints=every, frame="segment"),
         "forward_dynamics": lambda m, g: run("forward", m, g),
     }
-    for name, f in fns.items():
-        got, ref = (jax.jit(jax.grad(lambda m, g=g: jnp.sum(jnp.sin(f(m, g)))))(model)  # noqa: B023
-                    for g in ("adjoint", "autodiff"))  # fmt: skip
-        for a, b in zip(jax.tree_util.tree_leaves(got), jax.tree_util.tree_leaves(ref)):
+    g = "autodiff" if first_min is None else "adjoint"
+    return {name: jax.jit(jax.grad(lambda m, f=f: jnp.sum(jnp.sin(f(m, g)))))(model) for name, f in fns.items()}
+
+
+@pytest.mark.parametrize("first_min", [0, 10**6])  # every model batch-first / every model batch-last
+def test_adjoint_layouts(first_min):
+    # The adjoint reads q, qd, qdd and tbar batch-first from Tuning.adjoint_first_min
+    # coordinates on (long chains), batch-last below: both layouts, forced on a small
+    # floating-base absolute tree, against gradient="autodiff" for inverse dynamics
+    # (per-sample loads), joint moments, reactions in the segment frame and forward
+    # dynamics, at a batch with a remainder (13 samples).
+    assert _engine.TUNING.adjoint_first_min not in (0, 10**6)  # the reference's tuning is neither
+    refs = _layout_case(None)
+    for name, got in _layout_case(first_min).items():
+        for a, b in zip(jax.tree_util.tree_leaves(got), jax.tree_util.tree_leaves(refs[name])):
             np.testing.assert_allclose(a, b, rtol=RTOL, atol=1e-8, err_msg=name)
 
 

@@ -53,7 +53,7 @@ def test_leading_shape_equals_a_loop_of_single_samples(tree, base, coordinates):
     every = (tree, base, coordinates) in (CONFIGS[0], CONFIGS[-1])
     for name, f in _functions(every).items():
         for ld, shared in ((loads, False), (loads[0, 0], True))[: 2 if every else 1]:
-            got = f(model, q, qd, qdd, ld)
+            got = np.asarray(f(model, q, qd, qdd, ld))  # NumPy: indexing a jax.Array compiles per index
             assert got.shape[:2] == LEAD, name
             for i in np.ndindex(LEAD):
                 one = f(model, q[i], qd[i], qdd[i], ld if shared else ld[i])
@@ -101,7 +101,7 @@ def test_pose_map_functions_energies_and_point_load_over_leading_shapes():
     # all of them in one jitted call (op-by-op, the first eager calls of the
     # Jacobians compile for seconds); the eager path is the same code plus the value checks
     every = jax.jit(lambda *xs: {name: f(*xs) for name, f in fns.items()})
-    got = every(q, qd, qdd, point, force, moment)
+    got = jax.tree_util.tree_map(np.asarray, every(q, qd, qdd, point, force, moment))  # NumPy: indexed below
     for i, j in np.ndindex(2, 3):
         one = every(q[i, j], qd[j], qdd[i, 0], point[j], force[i, 0], moment[i, j])
         for name in fns:
@@ -141,8 +141,9 @@ def test_nested_vmap_subjects_trials_time():
     f = lambda m, a, b, c, d: jaxmb.joint_moments(m, a, b, c, d)  # noqa: E731
     nested = jax.jit(jax.vmap(jax.vmap(jax.vmap(f, (None, 0, 0, 0, 0)), (None, 0, 0, 0, 0)), (None, 0, 0, 0, 0)))
     np.testing.assert_allclose(nested(model, q, qd, qdd, loads), f(model, q, qd, qdd, loads), **TOL)
-    subjects = jax.tree_util.tree_map(lambda x: jnp.stack([x, 1.2 * x]), model)
-    per_subject = jax.vmap(lambda m, a, b, c, d: f(m, a, b, c, d))(subjects, q, qd, qdd, loads)
+    subjects = jax.tree_util.tree_map(lambda x: np.stack([x, 1.2 * x]), model)
+    # jitted: op by op, each batched operation compiles on its own
+    per_subject = np.asarray(jax.jit(jax.vmap(lambda m, a, b, c, d: f(m, a, b, c, d)))(subjects, q, qd, qdd, loads))
     for s in range(2):
         m_s = jax.tree_util.tree_map(lambda x: x[s], subjects)
         np.testing.assert_allclose(per_subject[s], f(m_s, q[s], qd[s], qdd[s], loads[s]), **TOL)
@@ -161,10 +162,12 @@ def test_forward_mode_against_the_projection():
         np.testing.assert_allclose(t, r, rtol=1e-9, atol=1e-8)
     # forward dynamics: d/dq of qdd(q) from M qdd = tau - bias, by central differences
     tau = jaxmb.inverse_dynamics(model, q, qd, qdd, loads)
-    _, t = jax.jvp(lambda x: jaxmb.forward_dynamics(model, x, qd, tau, loads, gradient="autodiff"), (q,), (dq,))
-    h = 1e-6
-    fd = (jaxmb.forward_dynamics(model, q + h * dq, qd, tau, loads)
-          - jaxmb.forward_dynamics(model, q - h * dq, qd, tau, loads)) / (2 * h)  # fmt: skip
+    def jvp(x):
+        return jax.jvp(lambda x: jaxmb.forward_dynamics(model, x, qd, tau, loads, gradient="autodiff"), (x,), (dq,))
+
+    _, t = jvp(q)
+    h = 1e-6  # the values for the difference from the same compiled jvp (its primal output)
+    fd = (jvp(q + h * dq)[0] - jvp(q - h * dq)[0]) / (2 * h)
     np.testing.assert_allclose(t, fd, rtol=1e-6, atol=1e-5)
 
 
@@ -182,12 +185,14 @@ def test_gradients_through_the_human():
         "mass_matrix": lambda m, x: jaxmb.mass_matrix(m, x),
     }
     for name, f in fns.items():
-        loss = jax.jit(lambda m, x, f=f: jnp.sum(jnp.sin(f(m, x))))
-        gm, gq = jax.jit(jax.grad(loss, argnums=(0, 1)))(model, q)
+        # one program for the loss and its gradient: the central difference reads the
+        # loss's values from it (no compilation of the loss alone)
+        value_and_grad = jax.jit(jax.value_and_grad(lambda m, x, f=f: jnp.sum(jnp.sin(f(m, x))), argnums=(0, 1)))
+        gm, gq = value_and_grad(model, q)[1]
         assert np.isfinite(gq).all() and all(np.isfinite(x).all() for x in jax.tree_util.tree_leaves(gm)), name
         if name in ("inverse_dynamics", "joint_moments"):
             continue  # the adjoint against central differences: tests/test_batch.py
-        gradcheck.directional(loss, (gm, gq), (model, q), 3, msg=name)
+        gradcheck.directional(lambda m, x: value_and_grad(m, x)[0], (gm, gq), (model, q), 3, msg=name)  # noqa: B023
 
 
 # float32 against float64, relative to the largest entry, over 2048 random states
@@ -228,7 +233,8 @@ def test_float32_cost_per_model(name):
     for fn in (jaxmb.inverse_dynamics, jaxmb.joint_reactions):
         a, b = fn(model, *x32), fn(model, *x64)
         assert a.dtype == jnp.float32
-        assert float(jnp.max(jnp.abs(a - b)) / jnp.max(jnp.abs(b))) < id_bound, fn.__name__
+        a, b = np.asarray(a, np.float64), np.asarray(b)  # the comparison in NumPy
+        assert float(np.max(np.abs(a - b)) / np.max(np.abs(b))) < id_bound, fn.__name__
     tau = jaxmb.inverse_dynamics(model, *x32)
     acc = np.asarray(jaxmb.forward_dynamics(model, x32[0], x32[1], tau), np.float64)
     assert np.isfinite(acc).all()

@@ -24,17 +24,25 @@ def double_pendulum(coordinates="absolute"):
                        coordinates=coordinates)
 
 
+# One jitted program per model and trajectory shape (the eager jax.vmap compiled each
+# of its operations anew for every new shape: about 250 small compiles in this file).
+@jax.jit
+def _energies(model, q, qd):
+    return jax.vmap(lambda q, qd: jaxmb.total_energy(model, q, qd))(q, qd)
+
+
 def energies(model, traj):
-    return np.asarray(jax.vmap(lambda q, qd: jaxmb.total_energy(model, q, qd))(traj.q, traj.qd))
+    return np.asarray(_energies(model, traj.q, traj.qd))
 
 
 def energy_scale(model):
     """Mechanical energy scale: the potential energy of the chain held horizontally above
     its hanging rest position, sum_i m_i g (y_com_i(up) - y_com_i(down)) / 2."""
-    down = jaxmb.potential_energy(model, jnp.full(model.dof, -np.pi / 2) if model.coordinates == "absolute"
-                                  else jnp.array([-np.pi / 2] + [0.0] * (model.dof - 1)))
-    flat = jaxmb.potential_energy(model, jnp.zeros(model.dof))
-    return float(flat - down)
+    absolute = model.coordinates == "absolute"
+    down = np.full(model.dof, -np.pi / 2) if absolute else np.array([-np.pi / 2] + [0.0] * (model.dof - 1))
+    flat = np.zeros(model.dof)
+    up_down = np.asarray(_energies(model, np.stack([flat, down]), np.zeros((2, model.dof))))  # kinetic energy 0
+    return float(up_down[0] - up_down[1])
 
 
 def test_rk4_conserves_energy_of_a_chaotic_double_pendulum():
@@ -81,8 +89,11 @@ def test_semi_implicit_euler_first_order_energy_error_for_a_double_pendulum():
     q0 = np.array([-np.pi / 2 + 0.8, -np.pi / 2 + 0.4])
 
     def error(dt, T=10.0):
-        traj = jaxmb.simulate(model, q0, np.zeros(2), np.zeros(2), dt, steps=int(round(T / dt)), method="euler")
-        return np.abs(energies(model, traj) - energies(model, traj)[0]).max() / energy_scale(model)
+        # both step sizes over the same number of steps (one compilation; steps is static),
+        # the first T seconds kept
+        traj = jaxmb.simulate(model, q0, np.zeros(2), np.zeros(2), dt, steps=20_000, method="euler")
+        E = energies(model, traj)[: int(round(T / dt)) + 1]
+        return np.abs(E - E[0]).max() / energy_scale(model)
 
     e1, e2 = error(1e-3), error(5e-4)
     print(f"semi-implicit Euler, double pendulum, 10 s: max |dE|/scale = {e1:.2e} (dt=1e-3), "
@@ -97,9 +108,10 @@ def test_rk4_fourth_order_convergence():
     T, samples = 1.0, 25
 
     def states(steps):
-        # the state at t = 0, 0.04, ..., 1 s (the coarsest grid)
-        traj = jaxmb.simulate(model, q0, qd0, np.zeros(2), T / steps, steps=steps)
-        return np.concatenate([traj.q, traj.qd], 1)[:: steps // samples]
+        # the state at t = 0, 0.04, ..., 1 s (the coarsest grid); every step size runs
+        # 800 steps (one compilation: steps is static), the first `steps` kept
+        traj = jaxmb.simulate(model, q0, qd0, np.zeros(2), T / steps, steps=800)
+        return np.concatenate([traj.q, traj.qd], 1)[: steps + 1 : steps // samples]
 
     ref = states(800)
     steps = [25, 50, 100]
@@ -142,7 +154,8 @@ def test_callable_tau_work_energy_theorem():
     dt, steps = 1e-3, 3000
     traj = jaxmb.simulate(model, np.array([-1.2, 0.4]), np.array([0.5, 0.0]), tau, dt, steps=steps)
     E = energies(model, traj)
-    power = np.asarray(jax.vmap(lambda t, q, qd: qd @ tau(t, q, qd))(traj.t, traj.q, traj.qd))
+    t, qd = np.asarray(traj.t), np.asarray(traj.qd)  # the power qd . tau in NumPy
+    power = np.sum(qd * (A * np.sin(3.0 * t)[:, None] - b * qd), 1)
     work = np.concatenate([[0.0], np.cumsum(0.5 * dt * (power[1:] + power[:-1]))])
     # trapezoid rule: error ~ T dt^2 |P''| / 12 ~ 1e-6 J on energies of ~10 J
     np.testing.assert_allclose(E - E[0], work, atol=1e-5)
@@ -165,7 +178,7 @@ def test_callable_loads_spring():
     dt, steps = 1e-3, 3000
     traj = jaxmb.simulate(model, np.array([-0.5, 0.8]), np.array([1.0, -2.0]), np.zeros(2), dt,
                           loads=spring, steps=steps)
-    stretch = jax.vmap(tip)(traj.q) - anchor
+    stretch = jax.jit(jax.vmap(tip))(traj.q) - anchor
     E = energies(model, traj) + 0.5 * k * np.sum(np.asarray(stretch) ** 2, 1)
     drift = np.abs(E - E[0]).max() / E[0]
     # RK4 error (measured 5.6e-8, 16x smaller at dt/2): rates reach ~40 rad/s here
@@ -189,8 +202,8 @@ def test_floating_body_com_follows_a_parabola():
     tau = np.array([0.0, 0.0, 0.0, 0.5, -0.3])  # no base force or moment
     dt, steps = 1e-3, 1500
     traj = jaxmb.simulate(model, q0, qd0, tau, dt, steps=steps)
-    com = np.asarray(jax.vmap(lambda q: jaxmb.whole_body_com(model, q))(traj.q))
-    v0 = np.asarray(jax.jvp(lambda q: jaxmb.whole_body_com(model, q), (jnp.asarray(q0),), (jnp.asarray(qd0),))[1])
+    com = np.asarray(jax.jit(jax.vmap(lambda q: jaxmb.whole_body_com(model, q)))(traj.q))
+    v0 = np.asarray(jax.jit(lambda q, v: jax.jvp(lambda q: jaxmb.whole_body_com(model, q), (q,), (v,))[1])(q0, qd0))
     t = np.asarray(traj.t)[:, None]
     parabola = com[0] + v0 * t + 0.5 * np.array([0.0, -G]) * t**2
     # RK4 at dt = 1e-3 for 1.5 s: global error ~5e-12 m (16x less at dt/2)
@@ -280,21 +293,27 @@ def test_scalar_constant_tau_and_zero_steps():
         empty = jaxmb.simulate(model, q0[0], qd0, dt=1e-3, **kw)
         assert empty.t.shape == (1,) and empty.q.shape == (1, 2), kw
         np.testing.assert_array_equal(empty.q[0], q0[0])
-    # the human (its stages as a scan, the state in the caller's layout) alike
+    # the human (its stages as a scan, the state in the caller's layout) alike (the
+    # shape alone: jax.eval_shape traces the scan's body, where the IndexError was, and
+    # compiles nothing)
     h = jaxmb.seven_segment_human()
-    empty = jaxmb.simulate(h, np.zeros(h.dof), np.zeros(h.dof), np.zeros((0, h.dof)), 1e-3)
+    empty = jax.eval_shape(lambda: jaxmb.simulate(h, np.zeros(h.dof), np.zeros(h.dof), np.zeros((0, h.dof)), 1e-3))
     assert empty.q.shape == (1, h.dof)
 
 
 def test_dtype_follows_forward_dynamics_and_time_starts_at_zero():
     # float32 states with float64 torques: float64, as forward_dynamics gives (before:
     # float32, from q0 and qd0 alone); a function's output is cast to the state's dtype
+    # (the dtypes alone: jax.eval_shape traces the same program, the input checks
+    # included, without compiling it)
     model = double_pendulum()
     q32 = np.array([0.3, -0.2], np.float32)
     for tau in (np.array([0.5, 0.1]), np.array([[0.5, 0.1]] * 3)):
-        assert jaxmb.simulate(model, q32, q32, tau, 1e-3, steps=3).q.dtype == jnp.float64
-    assert jaxmb.forward_dynamics(model, q32, q32, np.array([0.5, 0.1])).dtype == jnp.float64
-    assert jaxmb.simulate(model, q32, q32, lambda t, q, qd: 0.0 * q, 1e-3, steps=3).q.dtype == jnp.float32
+        out = jax.eval_shape(lambda: jaxmb.simulate(model, q32, q32, tau, 1e-3, steps=3))  # noqa: B023
+        assert out.q.dtype == jnp.float64
+    assert jax.eval_shape(lambda: jaxmb.forward_dynamics(model, q32, q32, np.array([0.5, 0.1]))).dtype == jnp.float64
+    out = jax.eval_shape(lambda: jaxmb.simulate(model, q32, q32, lambda t, q, qd: 0.0 * q, 1e-3, steps=3))
+    assert out.q.dtype == jnp.float32
     back = jaxmb.simulate(model, q32, q32, 0.0, -1e-3, steps=2).t  # before: t[0] = -0.0
     assert not np.signbit(back[0]) and back[1] == np.float32(-1e-3)
 
@@ -345,7 +364,9 @@ def test_a_changed_controller_is_read_at_every_call():
     q0, qd0 = np.array([-1.0, 0.5]), np.zeros(2)
 
     def run(tau, loads=None):
-        return np.asarray(jaxmb.simulate(model, q0, qd0, tau, 1e-2, loads=loads, steps=20).q[-1])
+        # semi-implicit Euler: the cheapest integration to compile (each new program here
+        # compiles; the caching does not depend on the method)
+        return np.asarray(jaxmb.simulate(model, q0, qd0, tau, 1e-2, loads=loads, steps=20, method="euler").q[-1])
 
     K = 1.0
     ctrl = lambda t, q, qd: -K * q  # noqa: E731
@@ -430,7 +451,9 @@ def test_a_changed_custom_derivative_rule_is_read_at_every_call():
         return sat(p[0]), S * t[0]
 
     def grad_of(ctrl):
-        loss = lambda q0: jaxmb.simulate(model, q0, jnp.zeros(2), ctrl, 1e-2, steps=10).q[-1].sum()  # noqa: E731
+        # semi-implicit Euler: the cheapest gradient to compile (five compile here)
+        loss = lambda q0: jaxmb.simulate(model, q0, jnp.zeros(2), ctrl, 1e-2, steps=10,  # noqa: E731
+                                         method="euler").q[-1].sum()
         return np.asarray(jax.grad(loss)(q0))
 
     S = 1.0
@@ -517,14 +540,18 @@ def test_gradients_through_simulate(segments):
         return jax.jit(f)
 
     args = (model.mass, q0, qd0, tau)
-    ga = jax.jit(jax.grad(loss("adjoint"), argnums=(0, 1, 2, 3)))(*args)
+    # the loss's values for the central difference come from the same compiled program
+    # as its gradient (no compilation of the loss alone)
+    value_and_grad = jax.jit(jax.value_and_grad(loss("adjoint"), argnums=(0, 1, 2, 3)))
+    ga = value_and_grad(*args)[1]
     if segments > 4:  # "autodiff" on one branch only: its written-out stages compile slowly
         gd = jax.jit(jax.grad(loss("autodiff"), argnums=(0, 1, 2, 3)))(*args)
         for a, d in zip(ga, gd):
             np.testing.assert_allclose(a, d, rtol=1e-9, atol=1e-10 * (1 + np.abs(d).max()))
     dirs = [jnp.asarray(rng.standard_normal(np.shape(a))) * (0.1 * a if k == 0 else 1.0)
             for k, a in enumerate(args)]  # fmt: skip
-    eps, f = 1e-6, loss("adjoint")
+    eps = 1e-6
+    f = lambda *a: value_and_grad(*a)[0]  # noqa: E731
     cd = (f(*[a + eps * d for a, d in zip(args, dirs)]) - f(*[a - eps * d for a, d in zip(args, dirs)])) / (2 * eps)
     rev = sum(float(jnp.sum(g * d)) for g, d in zip(ga, dirs))
     np.testing.assert_allclose(rev, cd, rtol=1e-6)
@@ -553,14 +580,14 @@ def test_t0_lets_a_time_dependent_controller_run_backwards():
     np.testing.assert_allclose(back.qd[-1], qd0, atol=1e-8)
     no_t0 = jaxmb.simulate(model, fwd.q[-1], fwd.qd[-1], tau, -1e-3, steps=1000)
     assert np.abs(no_t0.q[-1] - q0).max() > 0.1
-    # a run continued from another's end is the same run (the controller sees the
-    # same times); and t0 is differentiable (central differences)
-    half = jaxmb.simulate(model, q0, qd0, tau, 1e-3, steps=500)
-    rest = jaxmb.simulate(model, half.q[-1], half.qd[-1], tau, 1e-3, steps=500, t0=half.t[-1])
-    np.testing.assert_allclose(rest.q[-1], fwd.q[-1], atol=1e-12)
+    # a run continued from another's state at step 500 is the same run (the controller
+    # sees the same times); and t0 is differentiable (central differences). Every run
+    # here has 1000 steps: one compilation of the forward run (steps is static)
+    rest = jaxmb.simulate(model, fwd.q[500], fwd.qd[500], tau, 1e-3, steps=1000, t0=fwd.t[500])
+    np.testing.assert_allclose(rest.q[500], fwd.q[-1], atol=1e-12)
 
     def end(t0):
-        return jaxmb.simulate(model, q0, qd0, tau, 1e-3, steps=50, t0=t0).q[-1].sum()
+        return jaxmb.simulate(model, q0, qd0, tau, 1e-3, steps=1000, t0=t0).q[50].sum()
 
     eps = 1e-6
     np.testing.assert_allclose(jax.grad(end)(0.2), (end(0.2 + eps) - end(0.2 - eps)) / (2 * eps), rtol=1e-6)
@@ -592,9 +619,9 @@ def test_a_constant_per_state_that_reads_as_a_profile_warns():
     per_state = jaxmb.simulate(model, q0, np.zeros(2), lambda t, q, qd: jnp.asarray(tau), 1e-2, steps=3)
     np.testing.assert_array_equal(got.q, per_state.q)
     with warnings.catch_warnings():
-        warnings.simplefilter("error")  # no coincidence: no warning
-        jaxmb.simulate(model, q0, np.zeros(2), tau, 1e-2, steps=4)
-        jaxmb.simulate(model, q0, np.zeros(2), tau[:, None], 1e-2)
+        warnings.simplefilter("error")  # no coincidence: no warning (traced alone: the check is in Python)
+        jax.eval_shape(lambda: jaxmb.simulate(model, q0, np.zeros(2), tau, 1e-2, steps=4))
+        jax.eval_shape(lambda: jaxmb.simulate(model, q0, np.zeros(2), tau[:, None], 1e-2))
 
 
 def test_loads_take_the_states_dtype_as_in_forward_dynamics():
@@ -603,9 +630,11 @@ def test_loads_take_the_states_dtype_as_in_forward_dynamics():
     model = double_pendulum()
     q0, qd0 = np.array([0.3, -0.2], np.float32), np.zeros(2, np.float32)
     loads = np.array([[0.0, -1.0, 0.1], [0.5, 0.0, 0.0]])  # float64
-    acc = jaxmb.forward_dynamics(model, q0, qd0, np.zeros(2, np.float32), loads)
-    sim = jaxmb.simulate(model, q0, qd0, np.zeros(2, np.float32), 1e-3, steps=3, loads=loads)
+    # (the dtypes alone: jax.eval_shape traces the same programs without compiling them)
+    acc = jax.eval_shape(lambda: jaxmb.forward_dynamics(model, q0, qd0, np.zeros(2, np.float32), loads))
+    sim = jax.eval_shape(lambda: jaxmb.simulate(model, q0, qd0, np.zeros(2, np.float32), 1e-3, steps=3, loads=loads))
     assert acc.dtype == sim.q.dtype == jnp.float32
     # a float64 tau promotes both
-    assert jaxmb.simulate(model, q0, qd0, np.zeros(2), 1e-3, steps=3, loads=loads).q.dtype == jnp.float64
-    assert jaxmb.forward_dynamics(model, q0, qd0, np.zeros(2), loads).dtype == jnp.float64
+    sim = jax.eval_shape(lambda: jaxmb.simulate(model, q0, qd0, np.zeros(2), 1e-3, steps=3, loads=loads))
+    assert sim.q.dtype == jnp.float64
+    assert jax.eval_shape(lambda: jaxmb.forward_dynamics(model, q0, qd0, np.zeros(2), loads)).dtype == jnp.float64
