@@ -237,8 +237,22 @@ def _inverse_projection(model: Model, q, qd, qdd, loads):
     return vjp(resid)[0]
 
 
-def _projection(fn, model, q, qd, qdd, loads):
-    """A pose-map formula over any leading shape (vmap of the one-sample form)."""
+def _projection(fn, model, q, qd, qdd, loads, **static):
+    """A pose-map formula ``fn(model, q, qd, qdd, loads, **static)`` over any leading
+    shape (vmap of the one-sample form) of checked inputs; a direct call compiled
+    (:func:`jaxmb.kinematics.compiled_call`: op by op it compiled some 100 small
+    programs per model and shape, and dispatched as many each call)."""
+    arrays = {"model": model, "q": q, "qd": qd, "qdd": qdd, "loads": loads}
+    fixed = (("fn", fn),) + tuple(sorted(static.items()))
+    if is_concrete(arrays):
+        return compiled_call(_projection_eval, fixed, arrays)
+    return _projection_eval({**arrays, **dict(fixed)})
+
+
+def _projection_eval(a):
+    """:func:`_projection` of a dict of its arguments."""
+    model, q, qd, qdd, loads, fn = (a[k] for k in ("model", "q", "qd", "qdd", "loads", "fn"))
+    static = {k: v for k, v in a.items() if k not in ("model", "q", "qd", "qdd", "loads", "fn")}
     arrays = [jnp.asarray(x) for x in (q, qd, qdd)]
     dtype = _float_dtype(*arrays)
     model = model.astype(dtype)
@@ -247,7 +261,7 @@ def _projection(fn, model, q, qd, qdd, loads):
     if loads is None:
         loads = jnp.zeros((n, 3), dtype)
     loads = jnp.asarray(loads).astype(dtype)
-    return over_leading(lambda a, b, c, ld: fn(model, a, b, c, ld), arrays + [loads], (1, 1, 1, 2),
+    return over_leading(lambda a, b, c, ld: fn(model, a, b, c, ld, **static), arrays + [loads], (1, 1, 1, 2),
                         ("q", "qd", "qdd", "loads"))
 
 
@@ -668,15 +682,17 @@ def joint_reactions(
     if method != "projection":
         raise ValueError(f"method must be 'recursive' or 'projection', got {method!r}")
 
-    def one(model, q, qd, qdd, loads):
-        lam = _reactions_projection(model, q, qd, qdd, loads, idx)
-        if frame == "segment":
-            theta = pose(model, q)[jnp.asarray(idx), 2]
-            c, s = jnp.cos(theta), jnp.sin(theta)
-            lam = jnp.stack([c * lam[:, 0] + s * lam[:, 1], -s * lam[:, 0] + c * lam[:, 1]], 1)
-        return lam
+    return _projection(_reactions_one, model, q, qd, qdd, loads, idx=idx, frame=frame)
 
-    return _projection(one, model, q, qd, qdd, loads)
+
+def _reactions_one(model, q, qd, qdd, loads, idx, frame):
+    """One sample of the projection's reactions at joints ``idx``, in ``frame``."""
+    lam = _reactions_projection(model, q, qd, qdd, loads, idx)
+    if frame == "segment":
+        theta = pose(model, q)[jnp.asarray(idx), 2]
+        c, s = jnp.cos(theta), jnp.sin(theta)
+        lam = jnp.stack([c * lam[:, 0] + s * lam[:, 1], -s * lam[:, 0] + c * lam[:, 1]], 1)
+    return lam
 
 
 def _reactions_projection(model, q, qd, qdd, loads, idx):

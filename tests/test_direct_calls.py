@@ -1,4 +1,4 @@
-"""Direct calls of the kinematics run compiled, with their inputs checked first.
+"""Direct calls of the kinematics (and of the projection method) run compiled, with their inputs checked first.
 
 A call from Python with concrete arrays (no caller's ``jit``, ``grad`` or ``vmap``)
 checks the inputs' values, then evaluates one cached compiled program
@@ -31,6 +31,9 @@ CALLS = {
     "pose_acceleration": lambda q, qd, qdd: jaxmb.pose_acceleration(MODEL, q, qd, qdd),
     "kinetic_energy": lambda q, qd, qdd: jaxmb.kinetic_energy(MODEL, q, qd),
     "point_load": lambda q, qd, qdd: jaxmb.point_load(MODEL, q, "foot", qd[..., :2], qdd[..., 2:4], 1.5),
+    "inverse_dynamics_projection": lambda q, qd, qdd: jaxmb.inverse_dynamics(MODEL, q, qd, qdd, method="projection"),
+    "joint_reactions_projection": lambda q, qd, qdd: jaxmb.joint_reactions(
+        MODEL, q, qd, qdd, joints=("thigh", "trunk", "thigh"), frame="segment", method="projection"),
 }
 
 
@@ -62,6 +65,9 @@ def test_one_compilation_per_shape():
     jaxmb.pose(MODEL, np.concatenate([q, q]))  # another shape: one more program
     jaxmb.point_velocity(MODEL, q, qd, "thigh")  # another segment: one more
     assert compiled_call._cache_size() == size + 2
+    for joints in (("foot",), ("foot",), ("shank", "foot")):  # the joints are part of the key
+        jaxmb.joint_reactions(MODEL, q, qd, qd, joints=joints, method="projection")
+    assert compiled_call._cache_size() == size + 4
 
 
 def test_values_still_checked_before_tracing():

@@ -107,6 +107,11 @@ def _prior_rows(mean, sd):
     return jax.vmap(_barycentric)(mean).reshape(-1), blocks
 
 
+# compiled for the direct call (every fit_to_plates): op by op, 11 segments' first call
+# took 3.0 s and each later one 22 ms; compiled 0.97 s, then 0.23 ms (ad hoc, this CPU)
+_prior_rows_jit = precise_jit(_prior_rows)
+
+
 def barycentric_prior(prior: "identify.Prior"):
     """A Gaussian prior on pi from independent physical priors, linearised at the mean.
 
@@ -117,7 +122,7 @@ def barycentric_prior(prior: "identify.Prior"):
       (mean (4 n,), square-root precision (4 n, 4 n)): ``L (pi - mean)`` has
       identity covariance, block-diagonal per segment.
     """
-    return _prior_rows(jnp.asarray(prior.mean, float), jnp.asarray(prior.sd, float))
+    return _prior_rows_jit(jnp.asarray(prior.mean, float), jnp.asarray(prior.sd, float))
 
 
 @dataclasses.dataclass(frozen=True)
