@@ -101,3 +101,23 @@ def test_check_arguments_and_list_without_timing(capsys):
     out = capsys.readouterr().out
     assert out.startswith("commit ") and "load average" in out
     assert "gait whole result: x NumPy method" in out and "inverse dynamics" not in out
+
+
+def test_suite_durations_sums_per_file_and_function(tmp_path, capsys):
+    from benchmarks import suite_durations
+
+    report = tmp_path / "d.txt"
+    report.write_text("=== slowest durations ===\n"
+                      "2.50s call     tests/test_a.py::test_x[1]\n"
+                      "1.00s setup    tests/test_a.py::test_x[2]\n"
+                      "0.50s call     tests/test_b.py::test_y\n"
+                      "=== 3 passed, 1 skipped in 4.20s ===\n")  # fmt: skip
+    files, functions = suite_durations.summed(report.read_text())
+    assert files == {"tests/test_a.py": 3.5, "tests/test_b.py": 0.5}
+    assert functions == {"tests/test_a.py::test_x": 3.5, "tests/test_b.py::test_y": 0.5}
+    suite_durations.main([str(report), "--top", "1"])
+    out = capsys.readouterr().out
+    assert "summed test time 4 s over 2 files; 3 passed, 1 skipped, wall 4 s" in out and "test_b" not in out
+    (tmp_path / "e.txt").write_text("1 passed in 0.1s\n")
+    with pytest.raises(SystemExit, match="no duration lines"):
+        suite_durations.main([str(tmp_path / "e.txt")])
