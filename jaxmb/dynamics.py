@@ -41,7 +41,7 @@ import numpy as np
 from . import _engine
 from ._checks import _float_dtype, check_array, check_batch, check_loads, check_model, check_vector, prepare
 from ._engine.frames import frames, rot, second_jvp
-from .kinematics import batched_states, compiled_call, is_concrete, over_leading, pose
+from .kinematics import batched_states, dispatch, over_leading, pose
 from .model import Model, Segment, replace_unchecked
 
 __all__ = [
@@ -240,19 +240,16 @@ def _inverse_projection(model: Model, q, qd, qdd, loads):
 def _projection(fn, model, q, qd, qdd, loads, **static):
     """A pose-map formula ``fn(model, q, qd, qdd, loads, **static)`` over any leading
     shape (vmap of the one-sample form) of checked inputs; a direct call compiled
-    (:func:`jaxmb.kinematics.compiled_call`: op by op it compiled some 100 small
+    (:func:`jaxmb.kinematics.dispatch`: op by op it compiled some 100 small
     programs per model and shape, and dispatched as many each call)."""
     arrays = {"model": model, "q": q, "qd": qd, "qdd": qdd, "loads": loads}
-    fixed = (("fn", fn),) + tuple(sorted(static.items()))
-    if is_concrete(arrays):
-        return compiled_call(_projection_eval, fixed, arrays)
-    return _projection_eval({**arrays, **dict(fixed)})
+    return dispatch(_projection_eval, (("fn", fn), ("static", tuple(sorted(static.items())))), arrays)
 
 
 def _projection_eval(a):
     """:func:`_projection` of a dict of its arguments."""
     model, q, qd, qdd, loads, fn = (a[k] for k in ("model", "q", "qd", "qdd", "loads", "fn"))
-    static = {k: v for k, v in a.items() if k not in ("model", "q", "qd", "qdd", "loads", "fn")}
+    static = dict(a["static"])
     arrays = [jnp.asarray(x) for x in (q, qd, qdd)]
     dtype = _float_dtype(*arrays)
     model = model.astype(dtype)
@@ -573,10 +570,7 @@ def point_load(model: Model, q, segment: Segment, point, force, moment=0.0, *, f
         raise ValueError(f"force must have shape (2,) or (..., 2) (Fx, Fy in N), got {tuple(np.shape(force))}")
     dtype = _float_dtype(q)  # q sets the dtype: tuples must not promote float32
     arrays = {"model": model, "q": q, "point": point, "force": force, "moment": moment}
-    static = (("i", i), ("frame", frame), ("dtype", np.dtype(dtype)))
-    if is_concrete(arrays):  # a direct call: one compiled program (checked above)
-        return compiled_call(_point_loads, static, arrays)
-    return _point_loads({**arrays, **dict(static)})
+    return dispatch(_point_loads, (("i", i), ("frame", frame), ("dtype", np.dtype(dtype))), arrays)
 
 
 def _point_loads(a):

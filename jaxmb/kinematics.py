@@ -104,6 +104,16 @@ def compiled_call(evaluate, static, dynamic):
     return evaluate({**dynamic, **dict(static)})
 
 
+def dispatch(evaluate, static, dynamic):
+    """``evaluate({**dynamic, **dict(static)})`` of inputs already checked on their
+    values: one compiled program (:func:`compiled_call`) in a direct call, traced as it
+    stands under a caller's transformation. ``static`` is a tuple of hashable (name,
+    value) pairs, part of the program's key."""
+    if is_concrete(dynamic):
+        return compiled_call(evaluate, static, dynamic)
+    return evaluate({**dynamic, **dict(static)})
+
+
 def batched_states(*names, static=("segment",)):
     """Let a single-sample function of ``model`` and state vectors ``names`` (each
     (dof,)) take (..., dof) as well: the inputs are checked on their full shapes (and
